@@ -1,0 +1,61 @@
+//! Generators of large projects for the benchmarks.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use coordinator_core::check::{ProjectSource, SourceError};
+
+/// A project held in memory.
+pub struct MemProject(pub BTreeMap<String, String>);
+
+impl ProjectSource for MemProject {
+    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
+        Ok(self.0.get(path).cloned())
+    }
+
+    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
+        Ok(Vec::new())
+    }
+}
+
+/// A valid project with `steps` steps (calls, with a choose every tenth step
+/// creating a join) and `functions` functions.
+pub fn large_project(steps: usize, functions: usize) -> MemProject {
+    let mut wf = String::from(
+        "apiVersion: coordinator/v1\nkind: Workflow\nworkflow: {id: large}\nfunctions: functions.rhai\n\
+         deadlineSeconds: 86400\ninput: {type: object}\n\
+         operations:\n  read: {operation: breg.read-record/v1, connection: registry}\n\
+         start: s0\nsteps:\n",
+    );
+    let last = steps - 1;
+    for i in 0..last {
+        let f = i % functions;
+        if i % 10 == 9 && i + 2 <= last {
+            let _ = writeln!(
+                wf,
+                "  s{i}:\n    type: choose\n    choose: {{function: pick, arguments: [{{type: input}}]}}\n    cases: {{a: s{}, b: s{}}}",
+                i + 1,
+                i + 2
+            );
+        } else {
+            let _ = writeln!(
+                wf,
+                "  s{i}:\n    type: call\n    operation: read\n    input: {{function: f{f}, arguments: [{{type: input}}, {{type: step, step: s0}}]}}\n    next: s{}",
+                i + 1
+            );
+        }
+    }
+    let _ = writeln!(
+        wf,
+        "  s{last}:\n    type: finish\n    outcome: done\n    output: {{function: out, arguments: [{{type: step, step: s0}}]}}"
+    );
+    wf.push_str("outcomes:\n  done: {type: object}\n");
+    let mut rhai = String::from("fn pick(input) { \"a\" }\nfn out(first) { #{ id: first.recordId } }\n");
+    for f in 0..functions {
+        let _ = writeln!(
+            rhai,
+            "fn f{f}(input, first) {{ #{{ recordType: \"application\", recordId: first.recordId, n: {f} }} }}"
+        );
+    }
+    MemProject(BTreeMap::from([("workflow.yaml".to_owned(), wf), ("functions.rhai".to_owned(), rhai)]))
+}

@@ -1,0 +1,363 @@
+//! `workflow.yaml`: one workflow's steps, operations, triggers and outcomes (SPEC §2.1).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ApiVersion;
+
+/// `kind: Workflow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+pub enum WorkflowKind {
+    /// The only kind of `workflow.yaml`.
+    #[default]
+    Workflow,
+}
+
+/// A whole `workflow.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(title = "Coordinator workflow (workflow.yaml)")]
+pub struct WorkflowFile {
+    /// Always `coordinator/v1`.
+    pub api_version: ApiVersion,
+    /// Always `Workflow`.
+    pub kind: WorkflowKind,
+    /// The workflow's identity and human description.
+    pub workflow: WorkflowMeta,
+    /// The author's own version label; it does not change the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectMeta>,
+    /// Path of the Rhai functions file, relative to the project directory.
+    pub functions: String,
+    /// The run deadline in seconds, counted from admission.
+    pub deadline_seconds: u64,
+    /// JSON Schema (2020-12) of the input the workflow accepts.
+    pub input: Value,
+    /// Alias -> host operation and logical connection.
+    pub operations: BTreeMap<String, OperationBinding>,
+    /// Signed product events that admit runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub triggers: BTreeMap<String, Trigger>,
+    /// The first step.
+    pub start: String,
+    /// The steps by id.
+    pub steps: BTreeMap<String, Step>,
+    /// Outcome name -> JSON Schema of the output a finish publishes (`{type: "null"}` for none).
+    pub outcomes: BTreeMap<String, Value>,
+}
+
+/// `workflow:` — identity and description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkflowMeta {
+    /// The workflow id (lowercase letters, digits and `-`).
+    pub id: String,
+    /// A human title; no effect on the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// A human description; no effect on the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `project:` — the author's bookkeeping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectMeta {
+    /// Free-form version label; no effect on the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// An operation alias: exactly one versioned host operation on one logical connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OperationBinding {
+    /// `<product>.<name>/v<N>`.
+    pub operation: String,
+    /// The logical connection (configured in `runtime.yaml`).
+    pub connection: String,
+}
+
+/// A signed product event that admits runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Trigger {
+    /// The connection whose event-signing secret verifies the event.
+    pub connection: String,
+    /// `<product>.<event>/v<N>`.
+    pub event: String,
+    /// Computes the run input from the event.
+    pub input: Mapping,
+    /// Computes the admission idempotency key from the event.
+    pub idempotency_key: Mapping,
+}
+
+/// A pure function applied to sources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mapping {
+    /// A function of `functions.rhai`.
+    pub function: String,
+    /// The values passed to it, in order.
+    #[serde(default)]
+    pub arguments: Vec<Source>,
+}
+
+/// Where a mapping argument comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Source {
+    /// The whole run input.
+    Input,
+    /// The saved output of an earlier call, or the completion value of an earlier `wait-for`.
+    Step {
+        /// The step id.
+        step: String,
+    },
+    /// A constant.
+    Literal {
+        /// Any JSON value.
+        value: Value,
+    },
+    /// `{runId, admittedAt, revision}`.
+    Run,
+    /// The product event (triggers only).
+    Event,
+}
+
+/// One step of the workflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Step {
+    /// Run one host operation with a prepared, saved command.
+    Call(CallStep),
+    /// Route on a pure function.
+    Choose(ChooseStep),
+    /// A durable timer.
+    WaitUntil(WaitUntilStep),
+    /// Wait for a named completion of an earlier accepted call.
+    WaitFor(WaitForStep),
+    /// End the run with a declared outcome.
+    Finish(FinishStep),
+}
+
+impl Step {
+    /// The step type as written in YAML.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Step::Call(_) => "call",
+            Step::Choose(_) => "choose",
+            Step::WaitUntil(_) => "wait-until",
+            Step::WaitFor(_) => "wait-for",
+            Step::Finish(_) => "finish",
+        }
+    }
+
+    /// Every route out of this step, in a stable order.
+    pub fn routes(&self) -> Vec<Route<'_>> {
+        let mut routes = Vec::new();
+        match self {
+            Step::Call(c) => {
+                routes.push(Route { kind: RouteKind::Next, target: &c.next, field: vec!["next".into()] });
+                for (code, target) in &c.on_declared_refusal {
+                    routes.push(Route {
+                        kind: RouteKind::Refusal(code),
+                        target,
+                        field: vec!["onDeclaredRefusal".into(), code.clone()],
+                    });
+                }
+            }
+            Step::Choose(c) => {
+                for (value, target) in &c.cases {
+                    routes.push(Route {
+                        kind: RouteKind::Case(value),
+                        target,
+                        field: vec!["cases".into(), value.clone()],
+                    });
+                }
+            }
+            Step::WaitUntil(w) => {
+                routes.push(Route { kind: RouteKind::Next, target: &w.next, field: vec!["next".into()] });
+                if let Some(t) = &w.on_cancel {
+                    routes.push(Route { kind: RouteKind::Cancel, target: t, field: vec!["onCancel".into()] });
+                }
+            }
+            Step::WaitFor(w) => {
+                routes.push(Route { kind: RouteKind::Next, target: &w.next, field: vec!["next".into()] });
+                if let Some(t) = &w.on_timeout {
+                    routes.push(Route { kind: RouteKind::Timeout, target: t, field: vec!["onTimeout".into()] });
+                }
+                if let Some(t) = &w.on_cancel {
+                    routes.push(Route { kind: RouteKind::Cancel, target: t, field: vec!["onCancel".into()] });
+                }
+            }
+            Step::Finish(_) => {}
+        }
+        routes
+    }
+
+    /// Every mapping of the step with the field path that holds it.
+    pub fn mappings(&self) -> Vec<(&'static str, &Mapping)> {
+        match self {
+            Step::Call(c) => vec![("input", &c.input)],
+            Step::Choose(c) => vec![("choose", &c.choose)],
+            Step::WaitUntil(w) => vec![("until", &w.until)],
+            Step::WaitFor(_) => vec![],
+            Step::Finish(f) => f.output.iter().map(|m| ("output", m)).collect(),
+        }
+    }
+
+    /// Whether a `{type: step}` source may name this step (it saves an output or a completion value).
+    pub fn has_output(&self) -> bool {
+        matches!(self, Step::Call(_) | Step::WaitFor(_))
+    }
+}
+
+/// One route out of a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route<'a> {
+    /// What makes the run take it.
+    pub kind: RouteKind<'a>,
+    /// The step it leads to.
+    pub target: &'a String,
+    /// The field path (under the step) that names the target.
+    pub field: Vec<String>,
+}
+
+/// What makes a run take a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind<'a> {
+    /// The step completed (a call accepted, a wait ended).
+    Next,
+    /// A call was refused with this declared no-effect code.
+    Refusal(&'a str),
+    /// A choose function returned this value.
+    Case(&'a str),
+    /// A wait-for timed out.
+    Timeout,
+    /// The run was cancelled during the wait.
+    Cancel,
+}
+
+impl RouteKind<'_> {
+    /// Whether the step from which the route leaves produced its output on this route.
+    pub fn produces_output(&self) -> bool {
+        matches!(self, RouteKind::Next)
+    }
+
+    /// A short label: `next`, `refusal: slot-taken`, `case: approved`, `timeout`, `cancel`.
+    pub fn label(&self) -> String {
+        match self {
+            RouteKind::Next => "next".to_owned(),
+            RouteKind::Refusal(code) => format!("refusal: {code}"),
+            RouteKind::Case(value) => format!("case: {value}"),
+            RouteKind::Timeout => "timeout".to_owned(),
+            RouteKind::Cancel => "cancel".to_owned(),
+        }
+    }
+}
+
+/// `type: call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallStep {
+    /// An alias declared under `operations`.
+    pub operation: String,
+    /// Computes the command sent to the product.
+    pub input: Mapping,
+    /// Where the run continues once the effect is accepted.
+    pub next: String,
+    /// Declared no-effect refusal code -> step.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub on_declared_refusal: BTreeMap<String, String>,
+    /// How retryable answers are retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+}
+
+/// `retry:` of a call. Unset fields take the defaults of SPEC §3.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included; unset means unlimited within the run deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Seconds before the second attempt (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_interval_seconds: Option<u64>,
+    /// Multiplier between intervals (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_coefficient: Option<f64>,
+    /// Largest interval (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_interval_seconds: Option<u64>,
+}
+
+/// `type: choose`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChooseStep {
+    /// Returns one of the `cases` keys.
+    pub choose: Mapping,
+    /// Value -> step.
+    pub cases: BTreeMap<String, String>,
+}
+
+/// `type: wait-until`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitUntilStep {
+    /// Returns an RFC 3339 instant.
+    pub until: Mapping,
+    /// Where the run continues when the instant is reached.
+    pub next: String,
+    /// Where the run goes if cancelled during the wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cancel: Option<String>,
+}
+
+/// `type: wait-for`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitForStep {
+    /// The completion waited for.
+    pub completion: CompletionRef,
+    /// How long to wait; shorter than the run deadline.
+    pub timeout_seconds: u64,
+    /// Where the run continues with the completion value.
+    pub next: String,
+    /// Where the run goes on timeout (without it: failed with `wait.timed-out`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<String>,
+    /// Where the run goes if cancelled during the wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cancel: Option<String>,
+    /// Overrides the completion's observation interval (never below the deployment floor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observe_every_seconds: Option<u64>,
+}
+
+/// `completion: {step, name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompletionRef {
+    /// The call step whose accepted answer exposed the completion.
+    pub step: String,
+    /// The completion's name in the operation descriptor.
+    pub name: String,
+}
+
+/// `type: finish`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FinishStep {
+    /// A declared outcome.
+    pub outcome: String,
+    /// Computes the published output; omitted only when the outcome's schema is `{type: "null"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Mapping>,
+}

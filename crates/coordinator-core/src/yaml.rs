@@ -1,0 +1,529 @@
+//! A YAML document as a tree of nodes that remember where they came from.
+//!
+//! Owns YAML 1.2 parsing (through `saphyr-parser` events) and the core-schema
+//! typing of plain scalars. Every node and every mapping key carries its span,
+//! so later checks can point at the exact text. Does not know any project
+//! format: decoding into workflow or catalog types lives in `decode` users.
+
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle};
+use serde_json::Value;
+
+use crate::diagnostic::{Code, Diagnostic, Position, Span};
+
+/// Upper bound on nodes after alias expansion: a guard against "billion laughs" documents.
+const MAX_NODES: usize = 200_000;
+
+/// A YAML value with its span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// The value.
+    pub value: NodeValue,
+    /// Where the value is written.
+    pub span: Span,
+}
+
+/// A key of a mapping: always a scalar, kept as its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Key {
+    /// The key text as written (after YAML unquoting).
+    pub text: String,
+    /// Where the key is written.
+    pub span: Span,
+}
+
+/// The kinds of YAML values a project file may contain.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeValue {
+    /// `null`, `~` or nothing.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer or a finite float.
+    Number(serde_json::Number),
+    /// Any other scalar, and every quoted scalar.
+    String(String),
+    /// A sequence.
+    Seq(Vec<Node>),
+    /// A mapping with its entries in document order.
+    Map(Vec<(Key, Node)>),
+}
+
+impl Node {
+    /// The entry of a mapping node with this key, if this is a mapping and has it.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.entry(key).map(|(_, v)| v)
+    }
+
+    /// The entry (key and value) of a mapping node.
+    pub fn entry(&self, key: &str) -> Option<(&Key, &Node)> {
+        match &self.value {
+            NodeValue::Map(entries) => entries.iter().find(|(k, _)| k.text == key).map(|(k, v)| (k, v)),
+            _ => None,
+        }
+    }
+
+    /// A short name of the node's kind, for messages ("a string", "a mapping").
+    pub fn kind(&self) -> &'static str {
+        match &self.value {
+            NodeValue::Null => "null",
+            NodeValue::Bool(_) => "a boolean",
+            NodeValue::Number(_) => "a number",
+            NodeValue::String(_) => "a string",
+            NodeValue::Seq(_) => "a sequence",
+            NodeValue::Map(_) => "a mapping",
+        }
+    }
+
+    /// The node as plain JSON (spans dropped).
+    pub fn to_json(&self) -> Value {
+        match &self.value {
+            NodeValue::Null => Value::Null,
+            NodeValue::Bool(b) => Value::Bool(*b),
+            NodeValue::Number(n) => Value::Number(n.clone()),
+            NodeValue::String(s) => Value::String(s.clone()),
+            NodeValue::Seq(items) => Value::Array(items.iter().map(Node::to_json).collect()),
+            NodeValue::Map(entries) => {
+                Value::Object(entries.iter().map(|(k, v)| (k.text.clone(), v.to_json())).collect())
+            }
+        }
+    }
+}
+
+/// One step of a path from the document root to a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    /// A mapping key.
+    Key(String),
+    /// A sequence index.
+    Index(usize),
+}
+
+/// A path from the document root, used to point diagnostics at text after decoding.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Path(pub Vec<Seg>);
+
+impl Path {
+    /// The document root.
+    pub fn root() -> Self {
+        Path(Vec::new())
+    }
+
+    /// This path extended by a mapping key.
+    pub fn key(&self, key: &str) -> Self {
+        let mut segs = self.0.clone();
+        segs.push(Seg::Key(key.to_owned()));
+        Path(segs)
+    }
+
+    /// This path extended by a sequence index.
+    pub fn index(&self, index: usize) -> Self {
+        let mut segs = self.0.clone();
+        segs.push(Seg::Index(index));
+        Path(segs)
+    }
+}
+
+/// Which text of a mapping entry a diagnostic points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The key (`next:` in `next: foo`).
+    Key,
+    /// The value (`foo` in `next: foo`).
+    Value,
+}
+
+impl Node {
+    /// The span of the node at `path`, or of its nearest existing ancestor.
+    pub fn span_of(&self, path: &Path, part: Part) -> Span {
+        let mut node = self;
+        let mut last_key: Option<&Key> = None;
+        for seg in &path.0 {
+            match (seg, &node.value) {
+                (Seg::Key(k), NodeValue::Map(_)) => match node.entry(k) {
+                    Some((key, value)) => {
+                        last_key = Some(key);
+                        node = value;
+                    }
+                    None => return node.span,
+                },
+                (Seg::Index(i), NodeValue::Seq(items)) => match items.get(*i) {
+                    Some(item) => {
+                        last_key = None;
+                        node = item;
+                    }
+                    None => return node.span,
+                },
+                _ => return node.span,
+            }
+        }
+        match (part, last_key) {
+            (Part::Key, Some(k)) => k.span,
+            _ => node.span,
+        }
+    }
+}
+
+/// Parses one YAML document. `file` names the file in diagnostics.
+///
+/// # Errors
+/// A `yaml.syntax` or `yaml.duplicate-key` diagnostic for the first problem found:
+/// after a syntax error the rest of the document cannot be trusted.
+pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
+    let mut builder = Builder { file, anchors: HashMap::new(), stack: Vec::new(), root: None, documents: 0, nodes: 0 };
+    for event in Parser::new_from_str(text) {
+        let (event, span) = event.map_err(|e| {
+            let m = e.marker();
+            let mut column = m.col() + 1;
+            // The parser marks the character after a bad tab; the caret belongs on the tab.
+            let line_text = text.lines().nth(m.line().saturating_sub(1)).unwrap_or_default();
+            if e.info().contains("tab") && column > 1 && line_text.chars().nth(column - 2) == Some('\t') {
+                column -= 1;
+            }
+            Diagnostic::error(
+                Code::YamlSyntax,
+                file,
+                Span::at(m.line(), column),
+                format!("YAML syntax error: {}", e.info()),
+                "fix the YAML at this position (indentation, quoting, or a missing `:`)",
+            )
+        })?;
+        builder.event(event, span_of(span.start, span.end))?;
+    }
+    Ok(builder.root.unwrap_or(Node { value: NodeValue::Null, span: Span::at(1, 1) }))
+}
+
+fn position(m: Marker) -> Position {
+    Position { line: m.line(), column: m.col() + 1 }
+}
+
+fn span_of(start: Marker, end: Marker) -> Span {
+    Span { start: position(start), end: position(end) }
+}
+
+/// A collection under construction.
+enum Open {
+    Seq { anchor: usize, start: Span, items: Vec<Node> },
+    Map { anchor: usize, start: Span, entries: Vec<(Key, Node)>, key: Option<Key> },
+}
+
+struct Builder<'a> {
+    file: &'a str,
+    anchors: HashMap<usize, Node>,
+    stack: Vec<Open>,
+    root: Option<Node>,
+    documents: usize,
+    nodes: usize,
+}
+
+impl Builder<'_> {
+    fn syntax(&self, span: Span, message: impl Into<String>, help: &str) -> Diagnostic {
+        Diagnostic::error(Code::YamlSyntax, self.file, span, message, help)
+    }
+
+    fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), Diagnostic> {
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => Ok(()),
+            Event::DocumentStart(_) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(self.syntax(
+                        span,
+                        "a second YAML document in one file",
+                        "keep one document per file (remove the second `---`)",
+                    ));
+                }
+                Ok(())
+            }
+            Event::Alias(id) => {
+                let node = self.anchors.get(&id).cloned().ok_or_else(|| {
+                    self.syntax(
+                        span,
+                        "an alias to an anchor that is not defined before it",
+                        "define the anchor (`&name`) before using `*name`",
+                    )
+                })?;
+                self.nodes += count(&node);
+                self.complete(node)
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let tag = tag.map(|t| format!("{}{}", t.handle, t.suffix));
+                let value = scalar(&text, style, tag.as_deref()).ok_or_else(|| {
+                    self.syntax(
+                        span,
+                        format!("this scalar does not match its tag `{}`", tag.as_deref().unwrap_or("")),
+                        "remove the tag or write a value of that type",
+                    )
+                })?;
+                let node = Node { value, span };
+                self.remember(anchor, &node);
+                self.complete(node)
+            }
+            Event::SequenceStart(anchor, tag) => {
+                self.plain_collection(tag.is_some(), span)?;
+                self.stack.push(Open::Seq { anchor, start: span, items: Vec::new() });
+                Ok(())
+            }
+            Event::MappingStart(anchor, tag) => {
+                self.plain_collection(tag.is_some(), span)?;
+                self.stack.push(Open::Map { anchor, start: span, entries: Vec::new(), key: None });
+                Ok(())
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let node = match self.stack.pop() {
+                    Some(Open::Seq { anchor, start, items }) => {
+                        let node = Node {
+                            value: NodeValue::Seq(items),
+                            span: Span { start: start.start, end: span.end.max(start.end) },
+                        };
+                        self.remember(anchor, &node);
+                        node
+                    }
+                    Some(Open::Map { anchor, start, entries, .. }) => {
+                        let node = Node {
+                            value: NodeValue::Map(entries),
+                            span: Span { start: start.start, end: span.end.max(start.end) },
+                        };
+                        self.remember(anchor, &node);
+                        node
+                    }
+                    None => {
+                        return Err(self.syntax(
+                            span,
+                            "a collection ends that never started",
+                            "check the brackets and indentation",
+                        ));
+                    }
+                };
+                self.complete(node)
+            }
+        }
+    }
+
+    fn plain_collection(&self, tagged: bool, span: Span) -> Result<(), Diagnostic> {
+        if tagged {
+            return Err(self.syntax(span, "tags on sequences and mappings are not supported", "remove the tag"));
+        }
+        Ok(())
+    }
+
+    fn remember(&mut self, anchor: usize, node: &Node) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+    }
+
+    /// Places a finished node into its parent (or as the root).
+    fn complete(&mut self, node: Node) -> Result<(), Diagnostic> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.syntax(
+                node.span,
+                format!("the document has more than {MAX_NODES} values (after expanding aliases)"),
+                "write the document without repeated aliases",
+            ));
+        }
+        let file = self.file;
+        match self.stack.last_mut() {
+            None => {
+                self.root = Some(node);
+                Ok(())
+            }
+            Some(Open::Seq { items, .. }) => {
+                items.push(node);
+                Ok(())
+            }
+            Some(Open::Map { entries, key, .. }) => match key.take() {
+                None => {
+                    let text = match node.value {
+                        NodeValue::String(s) => s,
+                        NodeValue::Bool(b) => b.to_string(),
+                        NodeValue::Number(n) => n.to_string(),
+                        NodeValue::Null => String::new(),
+                        NodeValue::Seq(_) | NodeValue::Map(_) => {
+                            return Err(Diagnostic::error(
+                                Code::YamlSyntax,
+                                file,
+                                node.span,
+                                "a mapping key must be a plain scalar",
+                                "write the key as a plain string",
+                            ));
+                        }
+                    };
+                    if let Some((first, _)) = entries.iter().find(|(k, _)| k.text == text) {
+                        return Err(Diagnostic::error(
+                            Code::YamlDuplicateKey,
+                            file,
+                            node.span,
+                            format!(
+                                "the key `{text}` appears twice in this mapping (first at line {})",
+                                first.span.start.line
+                            ),
+                            "remove or rename one of the two entries",
+                        ));
+                    }
+                    *key = Some(Key { text, span: node.span });
+                    Ok(())
+                }
+                Some(k) => {
+                    entries.push((k, node));
+                    Ok(())
+                }
+            },
+        }
+    }
+}
+
+fn count(node: &Node) -> usize {
+    match &node.value {
+        NodeValue::Seq(items) => 1 + items.iter().map(count).sum::<usize>(),
+        NodeValue::Map(entries) => 1 + entries.iter().map(|(_, v)| 1 + count(v)).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// Types a scalar by the YAML 1.2 core schema; `None` when an explicit tag does not fit.
+fn scalar(text: &str, style: ScalarStyle, tag: Option<&str>) -> Option<NodeValue> {
+    let plain = matches!(style, ScalarStyle::Plain);
+    match tag {
+        Some("tag:yaml.org,2002:str") | Some("!!str") => return Some(NodeValue::String(text.to_owned())),
+        Some("tag:yaml.org,2002:int") | Some("!!int") => return int(text).map(NodeValue::Number),
+        Some("tag:yaml.org,2002:float") | Some("!!float") => {
+            return float(text).or_else(|| int(text)).map(NodeValue::Number);
+        }
+        Some("tag:yaml.org,2002:bool") | Some("!!bool") => return boolean(text).map(NodeValue::Bool),
+        Some("tag:yaml.org,2002:null") | Some("!!null") => return null(text).then_some(NodeValue::Null),
+        Some(_) => return None,
+        None => {}
+    }
+    if !plain {
+        return Some(NodeValue::String(text.to_owned()));
+    }
+    if null(text) {
+        return Some(NodeValue::Null);
+    }
+    if let Some(b) = boolean(text) {
+        return Some(NodeValue::Bool(b));
+    }
+    if let Some(n) = int(text).or_else(|| float(text)) {
+        return Some(NodeValue::Number(n));
+    }
+    Some(NodeValue::String(text.to_owned()))
+}
+
+fn null(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
+fn boolean(text: &str) -> Option<bool> {
+    match text {
+        "true" | "True" | "TRUE" => Some(true),
+        "false" | "False" | "FALSE" => Some(false),
+        _ => None,
+    }
+}
+
+fn int(text: &str) -> Option<serde_json::Number> {
+    let (negative, digits) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let (radix, digits) = if let Some(d) = digits.strip_prefix("0x") {
+        (16, d)
+    } else if let Some(d) = digits.strip_prefix("0o") {
+        (8, d)
+    } else {
+        (10, digits)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let magnitude = u64::from_str_radix(digits, radix).ok()?;
+    if negative {
+        let value = 0i64.checked_sub_unsigned(magnitude)?;
+        Some(value.into())
+    } else {
+        Some(magnitude.into())
+    }
+}
+
+fn float(text: &str) -> Option<serde_json::Number> {
+    let body = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let mut saw_digit = false;
+    for c in body.chars() {
+        match c {
+            '0'..='9' => saw_digit = true,
+            '.' | 'e' | 'E' | '-' | '+' => {}
+            _ => return None,
+        }
+    }
+    if !saw_digit {
+        return None;
+    }
+    let value: f64 = text.parse().ok()?;
+    serde_json::Number::from_f64(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Node {
+        match parse("t.yaml", text) {
+            Ok(node) => node,
+            Err(d) => panic!("unexpected diagnostic: {d:?}"),
+        }
+    }
+
+    #[test]
+    fn scalars_follow_the_core_schema() {
+        let root = doc("a: 1\nb: -2\nc: 1.5\nd: true\ne: ~\nf: '1'\ng: hello\nh: 0x10\ni: yes\n");
+        let json = root.to_json();
+        assert_eq!(
+            json,
+            serde_json::json!({"a": 1, "b": -2, "c": 1.5, "d": true, "e": null, "f": "1", "g": "hello", "h": 16, "i": "yes"})
+        );
+    }
+
+    #[test]
+    fn spans_point_at_keys_and_values() {
+        let root = doc("steps:\n  one:\n    next: two\n");
+        let path = Path::root().key("steps").key("one").key("next");
+        assert_eq!(root.span_of(&path, Part::Value).start, Position { line: 3, column: 11 });
+        assert_eq!(root.span_of(&path, Part::Key).start, Position { line: 3, column: 5 });
+        let missing = Path::root().key("steps").key("zzz").key("next");
+        assert_eq!(root.span_of(&missing, Part::Value).start, Position { line: 2, column: 3 });
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_with_the_second_position() {
+        let err = parse("t.yaml", "a: 1\nb: 2\na: 3\n").err();
+        let err = err.map(|d| (d.code, d.line, d.column));
+        assert_eq!(err, Some((Code::YamlDuplicateKey, 3, 1)));
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let err = parse("t.yaml", "a: [1, 2\nb: 3\n").err().map(|d| d.code);
+        assert_eq!(err, Some(Code::YamlSyntax));
+    }
+
+    #[test]
+    fn aliases_expand_and_bombs_are_refused() {
+        let root = doc("a: &x [1, 2]\nb: *x\n");
+        assert_eq!(root.to_json(), serde_json::json!({"a": [1, 2], "b": [1, 2]}));
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for (i, name) in ["b", "c", "d", "e", "f", "g"].iter().enumerate() {
+            let prev = ["a", "b", "c", "d", "e", "f"][i];
+            bomb.push_str(&format!("{name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        assert_eq!(parse("t.yaml", &bomb).err().map(|d| d.code), Some(Code::YamlSyntax));
+    }
+
+    #[test]
+    fn a_second_document_is_refused() {
+        assert_eq!(parse("t.yaml", "a: 1\n---\nb: 2\n").err().map(|d| d.code), Some(Code::YamlSyntax));
+    }
+}

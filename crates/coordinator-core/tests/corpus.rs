@@ -1,0 +1,214 @@
+//! The corpus of invalid projects: one small project per diagnostic code.
+//!
+//! Every directory under `tests/corpus/` is a complete project (`workflow.yaml`,
+//! `functions.rhai`, optionally `catalog/*.yaml`) with an `expected.txt` that
+//! lists every diagnostic the checker must report, errors and warnings alike,
+//! one `<code> <file>:<line>:<column>` per line, in the checker's order (file,
+//! line, column, code). Lines starting with `#` explain the case. An empty
+//! list means the project must be accepted without any diagnostic.
+//!
+//! The runner checks every case, compares the full list exactly and reports
+//! all mismatching cases at once. It also proves that the corpus covers every
+//! stable code (except `trigger.unknown-connection`, which needs the runtime
+//! configuration) and that a project is refused unless its case only shows a
+//! warning.
+
+mod support;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use coordinator_core::check::{Report, check_project};
+use coordinator_core::diagnostic::Code;
+use support::{DirSource, summary};
+
+/// Codes that the corpus cannot show offline.
+const NOT_OFFLINE: &[&str] = &["trigger.unknown-connection"];
+
+/// Codes that only warn: a case showing nothing else must be accepted.
+const WARNINGS: &[&str] = &["operation.unused-alias", "outcome.unused"];
+
+/// One expected diagnostic: `code file:line:column`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Expected {
+    code: String,
+    file: String,
+    line: usize,
+    column: usize,
+}
+
+impl Expected {
+    /// The order the checker sorts diagnostics in.
+    fn sort_key(&self) -> (&str, usize, usize, &str) {
+        (&self.file, self.line, self.column, &self.code)
+    }
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}:{}:{}", self.code, self.file, self.line, self.column)
+    }
+}
+
+/// One corpus case.
+struct Case {
+    name: String,
+    dir: PathBuf,
+    expected: Vec<Expected>,
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("corpus")
+}
+
+fn known_code(text: &str) -> bool {
+    Code::ALL.iter().any(|c| c.as_str() == text)
+}
+
+/// Parses one `code file:line:column` line.
+fn parse_line(line: &str) -> Result<Expected, String> {
+    let (code, place) = line.split_once(' ').ok_or("expected `<code> <file>:<line>:<column>`")?;
+    if !known_code(code) {
+        return Err(format!("`{code}` is not a diagnostic code of `Code::ALL`"));
+    }
+    let mut parts = place.rsplitn(3, ':');
+    let column = parts.next().and_then(|c| c.parse().ok()).ok_or("the column is not a number")?;
+    let line_no = parts.next().and_then(|l| l.parse().ok()).ok_or("the line is not a number")?;
+    let file = parts.next().filter(|f| !f.is_empty()).ok_or("no file")?;
+    if line_no == 0 || column == 0 {
+        return Err("lines and columns are 1-based".to_owned());
+    }
+    Ok(Expected { code: code.to_owned(), file: file.to_owned(), line: line_no, column })
+}
+
+/// Reads every case; problems with the corpus itself go to `problems`.
+fn load_cases(problems: &mut Vec<String>) -> Vec<Case> {
+    let root = corpus_dir();
+    let mut dirs: Vec<PathBuf> = match std::fs::read_dir(&root) {
+        Ok(entries) => entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect(),
+        Err(e) => panic!("cannot list {}: {e}", root.display()),
+    };
+    dirs.sort();
+    let mut cases = Vec::new();
+    for dir in dirs {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let text = match std::fs::read_to_string(dir.join("expected.txt")) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(format!("{name}: cannot read expected.txt: {e}"));
+                continue;
+            }
+        };
+        let mut expected = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            match parse_line(line) {
+                Ok(e) => expected.push(e),
+                Err(why) => problems.push(format!("{name}/expected.txt:{}: {why}: {line}", i + 1)),
+            }
+        }
+        if !expected.is_sorted_by(|a, b| a.sort_key() <= b.sort_key()) {
+            problems.push(format!("{name}/expected.txt: lines are not sorted by file, line, column, code"));
+        }
+        if known_code(&name) && !expected.iter().any(|e| e.code == name) {
+            problems.push(format!("{name}: the case is named after a code that its expected.txt does not list"));
+        }
+        cases.push(Case { name, dir, expected });
+    }
+    cases
+}
+
+/// `code file:line:column` of every diagnostic of a report, in the report's order.
+fn actual_of(report: &Report) -> Vec<Expected> {
+    report
+        .diagnostics
+        .iter()
+        .map(|d| Expected { code: d.code.as_str().to_owned(), file: d.file.clone(), line: d.line, column: d.column })
+        .collect()
+}
+
+/// Checks one case; `None` when it passes, else what went wrong.
+fn run_case(case: &Case) -> Option<String> {
+    let report = match check_project(&DirSource(case.dir.clone())) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("  the project cannot be read: {e}\n")),
+    };
+    let actual = actual_of(&report);
+    let mut out = String::new();
+    if actual != case.expected {
+        let list = |items: &[Expected]| -> String {
+            if items.is_empty() {
+                return "    (none)\n".to_owned();
+            }
+            items.iter().map(|e| format!("    {e}\n")).collect()
+        };
+        let _ = write!(out, "  expected:\n{}  actual:\n{}", list(&case.expected), list(&actual));
+        for e in case.expected.iter().filter(|e| !actual.contains(e)) {
+            let _ = writeln!(out, "  - missing {e}");
+        }
+        for (a, d) in actual.iter().zip(&report.diagnostics).filter(|(a, _)| !case.expected.contains(a)) {
+            let _ = writeln!(out, "  + extra   {a}: {}", d.message);
+        }
+    }
+    let only_warnings = case.expected.iter().all(|e| WARNINGS.contains(&e.code.as_str()));
+    let refused = !report.ok() || report.diagnostics.iter().any(|d| d.is_error());
+    if only_warnings && refused {
+        let _ = writeln!(out, "  the case shows no error, but the project is refused:\n{}", summary(&report));
+    }
+    if !only_warnings && !refused {
+        let _ = writeln!(out, "  the case shows an error, but the project is accepted");
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[test]
+fn every_corpus_case_reports_exactly_its_expected_diagnostics() {
+    let mut problems = Vec::new();
+    let cases = load_cases(&mut problems);
+    assert!(!cases.is_empty(), "no corpus cases under {}", corpus_dir().display());
+    let mut failures = Vec::new();
+    for case in &cases {
+        if let Some(why) = run_case(case) {
+            failures.push(format!("{}:\n{why}", case.name));
+        }
+    }
+    let mut message = String::new();
+    if !problems.is_empty() {
+        let _ = writeln!(message, "corpus format problems:\n  {}", problems.join("\n  "));
+    }
+    if !failures.is_empty() {
+        let _ =
+            writeln!(message, "{} of {} corpus cases fail:\n\n{}", failures.len(), cases.len(), failures.join("\n"));
+    }
+    assert!(message.is_empty(), "{message}");
+}
+
+#[test]
+fn the_corpus_covers_every_offline_code() {
+    let mut problems = Vec::new();
+    let cases = load_cases(&mut problems);
+    let uncovered: Vec<&str> = Code::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .filter(|code| !NOT_OFFLINE.contains(code))
+        .filter(|code| !cases.iter().any(|case| case.expected.iter().any(|e| e.code == *code)))
+        .collect();
+    assert!(uncovered.is_empty(), "no corpus case expects these codes: {}", uncovered.join(", "));
+    for code in NOT_OFFLINE.iter().chain(WARNINGS) {
+        assert!(known_code(code), "`{code}` is not a code of `Code::ALL` any more");
+    }
+}
+
+#[test]
+fn expected_lines_parse() {
+    assert_eq!(
+        parse_line("graph.cycle workflow.yaml:12:14"),
+        Ok(Expected { code: "graph.cycle".into(), file: "workflow.yaml".into(), line: 12, column: 14 })
+    );
+    assert!(parse_line("graph.nope workflow.yaml:1:1").is_err());
+    assert!(parse_line("graph.cycle workflow.yaml:0:1").is_err());
+    assert!(parse_line("graph.cycle workflow.yaml").is_err());
+}

@@ -1,0 +1,37 @@
+//! The bounded Rhai sandbox that runs a project's pure functions.
+//!
+//! Owns compiling `functions.rhai` ([`Functions::compile`]), listing its
+//! functions ([`Functions::signatures`]) and calling one with JSON arguments
+//! ([`Functions::call`]) under the SPEC §2.2 bounds ([`Limits`]). The checker,
+//! the state machine and the service all call functions through this crate,
+//! so a function behaves the same offline and in production.
+//!
+//! It must stay pure: no clock, IO, randomness, environment or async. A
+//! function sees only its arguments, and nothing it does outlives its call.
+//! Errors never echo argument, thrown or result values, because run data may
+//! be protected.
+//!
+//! Two costs callers should know: each call runs on a short-lived thread of
+//! its own, with a stack sized for the deepest evaluation the limits allow
+//! (Rhai recurses natively and would overflow a 2 MiB thread); and the
+//! operation bound bounds work, not time exactly, because one Rhai operation
+//! may copy or size-check a whole collection, so the worst case per call is
+//! about `max_operations x max_collection_entries` steps (seconds, not
+//! milliseconds, for a hostile script). There is no wall-clock limit here:
+//! it would need a clock. Async callers should make calls off their
+//! executor's worker threads.
+
+#![warn(missing_docs)]
+
+mod call;
+mod describe;
+mod engine;
+mod error;
+mod functions;
+mod json;
+mod limits;
+mod locate;
+
+pub use error::{CallError, CompileError};
+pub use functions::{Functions, Signature};
+pub use limits::{Bound, Limits, MAX_FUNCTIONS, MAX_VARIABLES};

@@ -1,0 +1,86 @@
+//! `coordinatorctl check`: prove a project and print its revision.
+
+use std::path::Path;
+
+use coordinator_core::check::{Report, SourceError, check_project};
+
+use crate::project_dir::ProjectDir;
+use crate::render::{self, Sources};
+use crate::{Exit, Format};
+
+/// Checks the project and prints the outcome; the loaded report is returned
+/// to commands that go on with an accepted project.
+pub fn load(project: &Path, format: Format, command: &str, deny_warnings: bool) -> Result<Report, Exit> {
+    let report = match check_project(&ProjectDir::new(project)) {
+        Ok(report) => report,
+        Err(e) => return Err(unavailable(project, &e, format, command)),
+    };
+    let refused = !report.ok() || (deny_warnings && !report.diagnostics.is_empty());
+    if format == Format::Human || refused {
+        print(&report, format, command, refused);
+    }
+    if refused { Err(Exit::Refused) } else { Ok(report) }
+}
+
+/// Prints the diagnostics (human) or the whole report (JSON).
+fn print(report: &Report, format: Format, command: &str, refused: bool) {
+    match format {
+        Format::Human => {
+            let files: Vec<(&str, &str)> = report.files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+            render::human(&report.diagnostics, &Sources::new(files));
+            let errors = report.diagnostics.iter().filter(|d| d.is_error()).count();
+            let warnings = report.diagnostics.len() - errors;
+            if refused {
+                eprintln!("refused: {errors} error(s), {warnings} warning(s)");
+            }
+        }
+        Format::Json => {
+            let value =
+                render::report(command, !refused, report.workflow.as_deref(), report.revision(), &report.diagnostics);
+            render::print_json(&value);
+        }
+    }
+}
+
+/// Reports an unreadable project and returns exit code 3.
+pub fn unavailable(project: &Path, error: &SourceError, format: Format, command: &str) -> Exit {
+    let message = format!("{}: {error}", project.display());
+    match format {
+        Format::Human => eprintln!("error: {message}"),
+        Format::Json => render::print_json(&serde_json::json!({
+            "ok": false, "command": command, "workflow": null, "revision": null, "diagnostics": [], "error": message,
+        })),
+    }
+    Exit::Unavailable
+}
+
+/// Runs `check`.
+pub fn run(project: &Path, format: Format, deny_warnings: bool) -> Exit {
+    match load(project, format, "check", deny_warnings) {
+        Err(exit) => exit,
+        Ok(report) => {
+            match format {
+                Format::Human => {
+                    let warnings = report.diagnostics.len();
+                    println!(
+                        "ok: {} {}{}",
+                        report.workflow.as_deref().unwrap_or("?"),
+                        report.revision().unwrap_or("?"),
+                        if warnings > 0 { format!(" ({warnings} warning(s))") } else { String::new() }
+                    );
+                }
+                Format::Json => {
+                    let value = render::report(
+                        "check",
+                        true,
+                        report.workflow.as_deref(),
+                        report.revision(),
+                        &report.diagnostics,
+                    );
+                    render::print_json(&value);
+                }
+            }
+            Exit::Ok
+        }
+    }
+}
