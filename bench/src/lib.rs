@@ -38,9 +38,10 @@ pub fn large_project(steps: usize, functions: usize) -> MemProject {
                 i + 2
             );
         } else {
+            let first = if i == 0 { "{type: input}" } else { "{type: step, step: s0}" };
             let _ = writeln!(
                 wf,
-                "  s{i}:\n    type: call\n    operation: read\n    input: {{function: f{f}, arguments: [{{type: input}}, {{type: step, step: s0}}]}}\n    next: s{}",
+                "  s{i}:\n    type: call\n    operation: read\n    input: {{function: f{f}, arguments: [{{type: input}}, {first}]}}\n    next: s{}",
                 i + 1
             );
         }

@@ -62,12 +62,12 @@ pub fn run(project: &Path, format: Format, deny_warnings: bool) -> Exit {
             match format {
                 Format::Human => {
                     let warnings = report.diagnostics.len();
-                    println!(
-                        "ok: {} {}{}",
+                    crate::render::out(&format!(
+                        "ok: {} {}{}\n",
                         report.workflow.as_deref().unwrap_or("?"),
                         report.revision().unwrap_or("?"),
                         if warnings > 0 { format!(" ({warnings} warning(s))") } else { String::new() }
-                    );
+                    ));
                 }
                 Format::Json => {
                     let value = render::report(

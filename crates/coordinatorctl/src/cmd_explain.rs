@@ -15,7 +15,7 @@ pub fn run(project: &Path, format: Format) -> Exit {
     };
     let Some(checked) = report.checked else { return Exit::Refused };
     match format {
-        Format::Human => print!("{}", explain::human(&checked)),
+        Format::Human => render::out(&explain::human(&checked)),
         Format::Json => render::print_json(&explain::json(&checked)),
     }
     Exit::Ok

@@ -20,7 +20,7 @@ pub fn run(project: &Path, format: GraphFormat, output: Option<&Path>) -> Exit {
     };
     match output {
         None => {
-            print!("{text}");
+            crate::render::out(&text);
             Exit::Ok
         }
         Some(path) => match std::fs::write(path, text) {

@@ -44,7 +44,7 @@ pub fn run(directory: &Path, workflow: Option<&str>) -> Exit {
             return Exit::Unavailable;
         }
     }
-    println!("created {} (workflow `{id}`)", directory.display());
-    println!("next: coordinatorctl check --project {}", directory.display());
+    crate::render::out(&format!("created {} (workflow `{id}`)\n", directory.display()));
+    crate::render::out(&format!("next: coordinatorctl check --project {}\n", directory.display()));
     Exit::Ok
 }

@@ -29,9 +29,9 @@ pub fn run(project: &Path, output: &Path, format: Format) -> Exit {
     }
     match format {
         Format::Human => {
-            println!("packaged {} {}", checked.definition.workflow, checked.revision);
-            println!("  file:   {}", output.display());
-            println!("  digest: {}", built.digest);
+            crate::render::out(&format!("packaged {} {}\n", checked.definition.workflow, checked.revision));
+            crate::render::out(&format!("  file:   {}\n", output.display()));
+            crate::render::out(&format!("  digest: {}\n", built.digest));
         }
         Format::Json => render::print_json(&json!({
             "ok": true,

@@ -26,17 +26,15 @@
 use coordinator_core::check::Checked;
 use coordinator_core::definition::{Definition, PinnedOperation};
 use coordinator_core::model::catalog::{Effect, OperationDescriptor, Recovery};
-use coordinator_core::model::workflow::{CallStep, RetryPolicy, Step, WaitForStep};
+use coordinator_core::model::workflow::{
+    CallStep, DEFAULT_OBSERVE_FLOOR_SECONDS, EffectiveRetry, RetryPolicy, Step, WaitForStep,
+};
 use serde_json::{Value, json};
 
 use crate::graph::step_order;
 
-/// SPEC §3 retry defaults (attempts are unlimited within the run deadline).
-const INITIAL_INTERVAL_SECONDS: u64 = 1;
-const BACKOFF_COEFFICIENT: f64 = 2.0;
-const MAX_INTERVAL_SECONDS: u64 = 300;
 /// SPEC §3: the default `observeFloorSeconds`; a deployment may raise it.
-const OBSERVE_FLOOR_SECONDS: u64 = 30;
+const OBSERVE_FLOOR_SECONDS: u64 = DEFAULT_OBSERVE_FLOOR_SECONDS;
 
 /// One explained step: its JSON object, and its text as a heading and named rows.
 struct Block {
@@ -173,11 +171,11 @@ fn unknown_effect(d: &OperationDescriptor) -> (&'static str, Vec<&'static str>, 
 
 /// The retry policy with the SPEC §3 defaults filled in, as JSON and text.
 fn retry(policy: Option<&RetryPolicy>) -> (Value, [String; 2]) {
-    let p = policy;
-    let max_attempts = p.and_then(|p| p.max_attempts);
-    let initial = p.and_then(|p| p.initial_interval_seconds).unwrap_or(INITIAL_INTERVAL_SECONDS);
-    let coefficient = p.and_then(|p| p.backoff_coefficient).unwrap_or(BACKOFF_COEFFICIENT);
-    let max_interval = p.and_then(|p| p.max_interval_seconds).unwrap_or(MAX_INTERVAL_SECONDS);
+    let max_attempts = policy.and_then(|p| p.max_attempts);
+    let effective = EffectiveRetry::of(policy);
+    let initial = effective.initial_interval_seconds;
+    let coefficient = effective.backoff_coefficient;
+    let max_interval = effective.max_interval_seconds;
     let value = json!({
         "maxAttempts": max_attempts, "initialIntervalSeconds": initial,
         "backoffCoefficient": coefficient, "maxIntervalSeconds": max_interval,
@@ -245,7 +243,9 @@ impl<'a> Then<'a> {
         match self {
             Then::Step(target) => format!("-> {target}"),
             Then::Failed(failure) => format!("-> failed: {failure}"),
-            Then::Cancelled => "-> cancelled (cancelled-after-effect if a mutation took effect)".to_owned(),
+            Then::Cancelled => {
+                "-> cancelled (cancelled-after-effect if a mutation was accepted or is unknown)".to_owned()
+            }
         }
     }
 }
@@ -285,9 +285,6 @@ pub fn human(checked: &Checked) -> String {
 
 #[cfg(test)]
 mod tests {
-    use coordinator_core::model::catalog::{Effect, Recovery};
-    use serde_json::json;
-
     use super::*;
     use crate::graph::tests::fixture;
 

@@ -190,8 +190,6 @@ const INK: u32 = 0x333333ff;
 /// of the connector layout-rs inserts into its edge.
 pub fn svg(checked: &Checked) -> String {
     let (nodes, edges) = drawing(&checked.definition);
-    // layout-rs's own DOT builder gives shapes the flipped orientation; that
-    // puts edge labels beside their edge rather than across it.
     let mut graph = VisualGraph::new(Orientation::TopToBottom);
     let start = graph.add_node(svg_node(ShapeKind::new_circle("start"), 0xe8e8e8ff, 0));
     let handles: Vec<_> = nodes
@@ -241,6 +239,8 @@ fn svg_node(kind: ShapeKind, fill: u32, rounded: usize) -> Element {
     };
     let fill = Some(Color::new(fill));
     let look = StyleAttr::new(Color::new(INK), 1, fill, rounded, FONT_SIZE);
+    // layout-rs's own DOT builder gives shapes the graph's flipped orientation;
+    // that puts edge labels beside their edge rather than across it.
     Element::create(kind, look, Orientation::TopToBottom.flip(), size)
 }
 
@@ -255,12 +255,8 @@ fn fit_canvas(svg: String, graph: &VisualGraph) -> String {
         (width, height) = (width.max(bottom_right.x), height.max(bottom_right.y));
     }
     let (width, height) = ((width + 10.).ceil(), (height + 10.).ceil());
-    let Some(start) = svg.find("<svg ") else {
-        return svg;
-    };
-    let Some(end) = svg[start..].find(" xmlns=").map(|i| start + i) else {
-        return svg;
-    };
+    let found = svg.find("<svg ").and_then(|start| Some((start, start + svg[start..].find(" xmlns=")?)));
+    let Some((start, end)) = found else { return svg };
     let (head, tail) = (&svg[..start], &svg[end..]);
     let size = format!("width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\"");
     format!("{head}<svg {size}{tail}")

@@ -94,9 +94,17 @@ pub fn report(
 /// Prints a JSON value on standard output.
 pub fn print_json(value: &Value) {
     match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{text}"),
+        Ok(text) => out(&format!("{text}\n")),
         Err(e) => eprintln!("error: cannot print the report: {e}"),
     }
+}
+
+/// Writes text to standard output. A reader that went away (`| head`) is not an
+/// error worth a panic: the output is simply no longer wanted.
+pub fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
 }
 
 #[cfg(test)]

@@ -361,3 +361,40 @@ pub struct FinishStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Mapping>,
 }
+
+/// The observation floor when the deployment sets none (SPEC §3).
+pub const DEFAULT_OBSERVE_FLOOR_SECONDS: u64 = 30;
+
+/// A retry policy with the SPEC §3 defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EffectiveRetry {
+    /// Attempts in all, the first included; `None` is unlimited within the run deadline.
+    pub max_attempts: Option<u32>,
+    /// Seconds before the second attempt.
+    pub initial_interval_seconds: u64,
+    /// Multiplier between intervals.
+    pub backoff_coefficient: f64,
+    /// Largest interval.
+    pub max_interval_seconds: u64,
+}
+
+impl EffectiveRetry {
+    /// Default first interval.
+    pub const INITIAL_INTERVAL_SECONDS: u64 = 1;
+    /// Default coefficient.
+    pub const BACKOFF_COEFFICIENT: f64 = 2.0;
+    /// Default largest interval.
+    pub const MAX_INTERVAL_SECONDS: u64 = 300;
+
+    /// The step's policy with defaults for what it leaves unset.
+    pub fn of(policy: Option<&RetryPolicy>) -> Self {
+        EffectiveRetry {
+            max_attempts: policy.and_then(|p| p.max_attempts),
+            initial_interval_seconds: policy
+                .and_then(|p| p.initial_interval_seconds)
+                .unwrap_or(Self::INITIAL_INTERVAL_SECONDS),
+            backoff_coefficient: policy.and_then(|p| p.backoff_coefficient).unwrap_or(Self::BACKOFF_COEFFICIENT),
+            max_interval_seconds: policy.and_then(|p| p.max_interval_seconds).unwrap_or(Self::MAX_INTERVAL_SECONDS),
+        }
+    }
+}
