@@ -6,6 +6,8 @@ use schemars::schema_for;
 use serde_json::Value;
 
 use crate::model::catalog::CatalogFile;
+use crate::model::runtime::RuntimeFile;
+use crate::model::scenarios::ScenariosFile;
 use crate::model::workflow::WorkflowFile;
 
 /// `(file name, schema)` for every format, in a stable order.
@@ -13,6 +15,8 @@ pub fn all() -> Vec<(&'static str, Value)> {
     vec![
         ("workflow.schema.json", schema_for!(WorkflowFile).to_value()),
         ("catalog.schema.json", schema_for!(CatalogFile).to_value()),
+        ("scenarios.schema.json", schema_for!(ScenariosFile).to_value()),
+        ("runtime.schema.json", schema_for!(RuntimeFile).to_value()),
     ]
 }
 

@@ -11,6 +11,8 @@ pub mod definition;
 pub mod diagnostic;
 pub mod editor_schema;
 pub mod json_schema;
+pub mod machine;
 pub mod model;
 pub mod package;
+pub mod scenario;
 pub mod yaml;

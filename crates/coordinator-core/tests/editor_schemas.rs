@@ -68,6 +68,22 @@ fn shipped_files_validate_against_the_generated_schemas() {
 }
 
 #[test]
+fn sample_scenarios_and_runtime_files_validate_against_the_generated_schemas() {
+    let fixtures = repo().join("crates/coordinator-core/tests/fixtures");
+    for (file, name) in [("scenarios.yaml", "scenarios.schema.json"), ("runtime.yaml", "runtime.schema.json")] {
+        let errors = json_schema::violations(&schema(name), &yaml_as_json(&fixtures.join(file)));
+        assert!(errors.is_empty(), "{file}: {errors:?}");
+    }
+}
+
+#[test]
+fn the_runtime_schema_refuses_literal_secrets() {
+    let mut doc = yaml_as_json(&repo().join("crates/coordinator-core/tests/fixtures/runtime.yaml"));
+    doc["database"]["url"] = serde_json::json!("postgres://coordinator:hunter2@db/coordinator");
+    assert!(!json_schema::violations(&schema("runtime.schema.json"), &doc).is_empty());
+}
+
+#[test]
 fn the_schema_refuses_unknown_fields_like_the_checker() {
     let workflow = schema("workflow.schema.json");
     let mut doc = yaml_as_json(&repo().join("examples/reviewed-notice/workflow.yaml"));

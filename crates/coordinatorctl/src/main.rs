@@ -12,6 +12,7 @@ mod cmd_explain;
 mod cmd_graph;
 mod cmd_init;
 mod cmd_package;
+mod cmd_test;
 mod explain;
 mod graph;
 mod project_dir;
@@ -74,6 +75,15 @@ enum Command {
         #[arg(long)]
         output: Option<PathBuf>,
     },
+    /// Run the project's scenarios (scenarios.yaml) on a virtual clock.
+    Test {
+        /// The project directory.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Freeze a checked project into an immutable package.
     Package {
         /// The project directory.
@@ -133,6 +143,7 @@ fn main() -> ExitCode {
         Command::Explain { project, format } => cmd_explain::run(&project, format),
         Command::Graph { project, format, output } => cmd_graph::run(&project, format, output.as_deref()),
         Command::Package { project, output, format } => cmd_package::run(&project, &output, format),
+        Command::Test { project, format } => cmd_test::run(&project, format),
     };
     exit.into()
 }

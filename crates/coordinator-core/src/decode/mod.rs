@@ -6,6 +6,7 @@
 //! check cross-references (steps, functions, operations): that is `check`.
 
 pub mod catalog;
+pub mod scenarios;
 pub mod workflow;
 
 use std::collections::BTreeMap;
@@ -278,6 +279,15 @@ impl<'f> Decoder<'f> {
             }
         }
         ok.then_some(out)
+    }
+}
+
+/// Decodes an optional field: `Some(None)` when absent, `Some(Some(v))` when present
+/// and valid, `None` when present and invalid (the decoder has reported why).
+pub fn optional<T>(node: Option<&Node>, decode: impl FnOnce(&Node) -> Option<T>) -> Option<Option<T>> {
+    match node {
+        None => Some(None),
+        Some(n) => decode(n).map(Some),
     }
 }
 

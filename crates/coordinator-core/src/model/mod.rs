@@ -1,4 +1,5 @@
-//! The project model: plain data types for `workflow.yaml` and catalog files.
+//! The project model: plain data types for `workflow.yaml`, catalog files,
+//! `scenarios.yaml`, `runtime.yaml` and the run and effect states they name.
 //!
 //! These types are the single description of the formats: the JSON Schemas in
 //! `schemas/` are generated from them, the revision is computed over their
@@ -6,6 +7,9 @@
 //! beyond small accessors; decoding with diagnostics lives in `decode`.
 
 pub mod catalog;
+pub mod run;
+pub mod runtime;
+pub mod scenarios;
 pub mod workflow;
 
 use schemars::JsonSchema;
