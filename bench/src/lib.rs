@@ -60,3 +60,49 @@ pub fn large_project(steps: usize, functions: usize) -> MemProject {
     }
     MemProject(BTreeMap::from([("workflow.yaml".to_owned(), wf), ("functions.rhai".to_owned(), rhai)]))
 }
+
+/// A project directory on disk.
+pub struct DirProject(pub std::path::PathBuf);
+
+impl ProjectSource for DirProject {
+    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
+        match std::fs::read_to_string(self.0.join(path)) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SourceError::Unreadable { path: path.to_owned(), reason: e.to_string() }),
+        }
+    }
+
+    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
+        Ok(Vec::new())
+    }
+}
+
+/// Copies a project to `out` with its scenarios.yaml cases repeated until there are `count`.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn many_cases(project: &std::path::Path, out: &std::path::Path, count: usize) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    for file in ["workflow.yaml", "functions.rhai"] {
+        std::fs::copy(project.join(file), out.join(file))?;
+    }
+    let text = std::fs::read_to_string(project.join("scenarios.yaml"))?;
+    let start = text.find("cases:\n").map_or(0, |i| i + "cases:\n".len());
+    let (head, body) = text.split_at(start);
+    // Anchors are defined in the first case; later copies rename only the ids.
+    let mut cases: Vec<&str> = body.split("\n- id: ").collect();
+    let first = cases.remove(0);
+    let first = first.trim_start_matches("- id: ");
+    let mut all = vec![first];
+    all.extend(cases);
+    let mut out_text = String::from(head);
+    for i in 0..count {
+        let case = all[i % all.len()];
+        let (id, rest) = case.split_once('\n').unwrap_or((case, ""));
+        let rest =
+            if i >= all.len() { rest.replace(": &", ": &x").replace("&x", &format!("&a{i}")) } else { rest.to_owned() };
+        out_text.push_str(&format!("- id: {id}-{i}\n{rest}\n"));
+    }
+    std::fs::write(out.join("scenarios.yaml"), out_text)
+}

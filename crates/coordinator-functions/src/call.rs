@@ -7,6 +7,9 @@
 //! top-level statements.
 
 use std::any::Any;
+use std::cell::RefCell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, mpsc};
 use std::thread;
 
 use rhai::{CallFnOptions, Dynamic, EvalAltResult, Scope};
@@ -37,28 +40,90 @@ const STACK_BASE: usize = 16 * 1024 * 1024;
 const STACK_MAX: usize = 1024 * 1024 * 1024;
 
 /// Calls `name` (already known to exist with `args.len()` parameters).
-pub(crate) fn run(compiled: &Compiled, name: &str, args: &[Value]) -> Result<Value, CallError> {
-    let outcome = thread::scope(|scope| {
-        thread::Builder::new()
-            .name(format!("rhai:{name}"))
-            .stack_size(stack_bytes(&compiled.limits))
-            .spawn_scoped(scope, || run_here(compiled, name, args))
-            .map(|handle| handle.join())
+///
+/// The call runs on this thread's evaluator: a long-lived thread of its own
+/// with a stack sized for the limits, started on first use and reused, so a
+/// call costs a hand-over rather than a thread start (starting and unmapping a
+/// large stack per call dominated the machine's decision time).
+pub(crate) fn run(compiled: &Arc<Compiled>, name: &str, args: &[Value]) -> Result<Value, CallError> {
+    let stack = stack_bytes(&compiled.limits);
+    // A caller whose own thread has room for the deepest evaluation (the service's
+    // workers and the scenario runner start theirs with such a stack) runs the call
+    // here, without any hand-over.
+    if stacker::remaining_stack().is_some_and(|left| left >= stack) {
+        return match panic::catch_unwind(AssertUnwindSafe(|| run_here(compiled, name, args))) {
+            Ok(result) => result,
+            Err(panic) => Err(CallError::Failed {
+                function: name.to_string(),
+                message: format!("the script engine panicked ({})", panic_kind(&*panic)),
+            }),
+        };
+    }
+    let job_compiled = Arc::clone(compiled);
+    let job_name = name.to_owned();
+    let job_args = args.to_vec();
+    let (reply, answer) = mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| run_here(&job_compiled, &job_name, &job_args)));
+        // The caller may have gone (it cannot: it waits), so a failed send is ignored.
+        let _ = reply.send(outcome.map_err(|panic| panic_kind(&*panic)));
     });
-    match outcome {
+    let sent = EVALUATOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let evaluator = match slot.as_mut() {
+            Some(e) if e.stack >= stack => e,
+            _ => slot.insert(Evaluator::start(stack)?),
+        };
+        evaluator.jobs.send(job).map_err(|_| ())
+    });
+    let started = sent.is_ok();
+    match answer.recv() {
         Ok(Ok(result)) => result,
-        Ok(Err(panic)) => Err(CallError::Failed {
+        Ok(Err(kind)) => Err(CallError::Failed {
             function: name.to_string(),
-            message: format!("the script engine panicked ({})", panic_kind(&*panic)),
+            message: format!("the script engine panicked ({kind})"),
         }),
-        Err(_) => Err(CallError::Failed {
-            function: name.to_string(),
-            message: "no thread could be started to run the function".to_string(),
-        }),
+        Err(_) => {
+            // The evaluator is gone; the next call starts a new one.
+            EVALUATOR.with(|cell| cell.borrow_mut().take());
+            let message =
+                if started { "the evaluator stopped during the call" } else { "no evaluator thread could be started" };
+            Err(CallError::Failed { function: name.to_string(), message: message.to_string() })
+        }
     }
 }
 
-fn stack_bytes(limits: &Limits) -> usize {
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// A thread with a large stack that runs one job at a time for one calling thread.
+struct Evaluator {
+    jobs: mpsc::Sender<Job>,
+    stack: usize,
+}
+
+impl Evaluator {
+    fn start(stack: usize) -> Result<Evaluator, ()> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        thread::Builder::new()
+            .name("rhai-evaluator".to_string())
+            .stack_size(stack)
+            .spawn(move || {
+                // Ends when the calling thread (and with it the sender) is gone.
+                while let Ok(job) = queue.recv() {
+                    job();
+                }
+            })
+            .map_err(|_| ())?;
+        Ok(Evaluator { jobs, stack })
+    }
+}
+
+thread_local! {
+    static EVALUATOR: RefCell<Option<Evaluator>> = const { RefCell::new(None) };
+}
+
+/// The stack a thread needs to run calls under `limits` without a hand-over.
+pub fn stack_bytes(limits: &Limits) -> usize {
     limits
         .max_call_depth
         .max(1)
@@ -99,4 +164,26 @@ fn run_here(compiled: &Compiled, name: &str, args: &[Value]) -> Result<Value, Ca
     // Rhai does not check a function's return value against the bounds.
     engine.ensure_data_size_within_limits(&value).map_err(|error| failure(&error))?;
     json::to_json(value).map_err(|message| CallError::Output { function: name.to_string(), message })
+}
+
+/// Runs `work` on a thread with room for function calls under `limits`, so that
+/// every call it makes runs in place rather than being handed to an evaluator.
+/// For callers that make many calls in a row (the scenario runner, benchmarks).
+///
+/// # Panics
+/// Re-raises a panic of `work`; panics if no thread can be started (the process
+/// is out of resources).
+pub fn with_call_stack<T: Send>(limits: &Limits, work: impl FnOnce() -> T + Send) -> T {
+    let size = stack_bytes(limits).saturating_add(8 << 20);
+    thread::scope(|scope| {
+        let handle =
+            match thread::Builder::new().name("coordinator-calls".into()).stack_size(size).spawn_scoped(scope, work) {
+                Ok(handle) => handle,
+                Err(e) => panic!("cannot start a thread for function calls: {e}"),
+            };
+        match handle.join() {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
 }

@@ -91,9 +91,10 @@ impl Functions {
     /// and collection bounds. The result comes back the same way, so a value
     /// a function only passes through is returned exactly.
     ///
-    /// The call runs on a short-lived thread of its own whose stack is sized
+    /// The call runs on an evaluator thread whose stack is sized
     /// for the deepest evaluation the limits allow, so no script can
     /// overflow the caller's stack; the calling thread just waits for it.
+    /// That thread is started on a calling thread's first call and reused.
     ///
     /// # Errors
     ///
@@ -107,7 +108,7 @@ impl Functions {
             return Err(CallError::UnknownFunction { name: name.to_string(), arity: args.len() });
         }
 
-        call::run(compiled, name, args)
+        call::run(&self.inner, name, args)
     }
 }
 

@@ -11,9 +11,11 @@
 //! Errors never echo argument, thrown or result values, because run data may
 //! be protected.
 //!
-//! Two costs callers should know: each call runs on a short-lived thread of
-//! its own, with a stack sized for the deepest evaluation the limits allow
-//! (Rhai recurses natively and would overflow a 2 MiB thread); and the
+//! Two costs callers should know: each call needs a stack sized for the
+//! deepest evaluation the limits allow ([`stack_bytes`]; Rhai recurses
+//! natively and would overflow a 2 MiB thread) — it runs on the caller's
+//! thread when that thread has the room, else on a reused evaluator thread
+//! (a hand-over per call); and the
 //! operation bound bounds work, not time exactly, because one Rhai operation
 //! may copy or size-check a whole collection, so the worst case per call is
 //! about `max_operations x max_collection_entries` steps (seconds, not
@@ -32,6 +34,7 @@ mod json;
 mod limits;
 mod locate;
 
+pub use call::{stack_bytes, with_call_stack};
 pub use error::{CallError, CompileError};
 pub use functions::{Functions, Signature};
 pub use limits::{Bound, Limits, MAX_FUNCTIONS, MAX_VARIABLES};

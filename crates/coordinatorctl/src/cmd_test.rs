@@ -30,8 +30,17 @@ pub fn run(project: &Path, format: Format) -> Exit {
     let text = match dir.read(SCENARIOS_FILE) {
         Ok(Some(text)) => text,
         Ok(None) => {
-            eprintln!("error: {} has no {SCENARIOS_FILE}", project.display());
-            eprintln!("help: write cases in {SCENARIOS_FILE} (see the README, \"Scenarios\")");
+            let message = format!("{} has no {SCENARIOS_FILE}", project.display());
+            match format {
+                Format::Human => {
+                    eprintln!("error: {message}");
+                    eprintln!("help: write cases in {SCENARIOS_FILE} (see the README, \"Scenarios\")");
+                }
+                Format::Json => render::print_json(&serde_json::json!({
+                    "ok": false, "command": "test", "workflow": checked.definition.workflow,
+                    "revision": checked.revision, "error": message, "diagnostics": [],
+                })),
+            }
             return Exit::Refused;
         }
         Err(e) => {
@@ -55,7 +64,10 @@ pub fn run(project: &Path, format: Format) -> Exit {
             return Exit::Refused;
         }
     };
-    let reports = scenario::run_all(&workflow, &scenarios.cases, &Settings::default());
+    let cases = &scenarios.cases;
+    let reports = coordinator_functions::with_call_stack(&Limits::default(), || {
+        scenario::run_all(&workflow, cases, &Settings::default())
+    });
     let failed = reports.iter().filter(|r| !r.passed).count();
     match format {
         Format::Human => render::out(&human(&reports)),

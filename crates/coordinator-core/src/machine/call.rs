@@ -81,7 +81,9 @@ impl Machine<'_> {
                 }
                 self.record(step, attempt, EffectState::Unknown, None, BTreeMap::new(), None);
                 self.audit(AuditKind::Classification, Some(step), format!("attempt {attempt}: effect unknown"));
-                if self.run.cancel.is_some() {
+                // A cancel that waited for this call ends the run; on a cancel route the
+                // unknown effect needs an operator like anywhere else.
+                if self.run.cancel == Some(CancelMode::Settling) {
                     self.end_cancelled(None, None);
                 } else {
                     self.emit(Action::EnterAttention { reason: Attention::UnknownEffect { step: step.to_owned() } });
@@ -100,7 +102,7 @@ impl Machine<'_> {
                 Some(step),
                 format!("attempt {attempt}: refused ({code}); the earlier effect stays unknown"),
             );
-            if self.run.cancel.is_some() {
+            if self.run.cancel == Some(CancelMode::Settling) {
                 self.end_cancelled(None, None);
             } else {
                 self.emit(Action::EnterAttention { reason: Attention::UnknownEffect { step: step.to_owned() } });

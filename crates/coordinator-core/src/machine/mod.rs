@@ -76,20 +76,36 @@ pub struct Transition {
     pub outcome: Outcome,
 }
 
-/// Decides one event for one run.
+/// Decides one event for one run. The snapshot is not changed: apply the
+/// transition's actions to it (`Run::apply`) once they are persisted.
 pub fn decide(workflow: &Workflow, run: &Run, event: &Event, now: Instant, settings: &Settings) -> Transition {
-    let mut machine = Machine { wf: workflow, run: run.clone(), now, settings, actions: Vec::new() };
+    let mut copy = run.clone();
+    advance(workflow, &mut copy, event, now, settings)
+}
+
+/// Decides one event and applies its actions to `run` in place: the same
+/// decision as [`decide`], without copying the snapshot (for callers that keep
+/// runs in memory, such as the scenario runner). An ignored or refused event
+/// leaves `run` unchanged.
+pub fn advance(workflow: &Workflow, run: &mut Run, event: &Event, now: Instant, settings: &Settings) -> Transition {
+    let mut machine = Machine { wf: workflow, run, now, settings, actions: Vec::new() };
     let outcome = machine.handle(event);
     match outcome {
         Outcome::Applied => Transition { actions: machine.actions, outcome },
-        Outcome::Ignored { .. } | Outcome::Refused { .. } => Transition { actions: Vec::new(), outcome },
+        Outcome::Ignored { .. } | Outcome::Refused { .. } => {
+            assert!(
+                machine.actions.is_empty(),
+                "an event that is not applied must not have changed the run: {outcome:?}"
+            );
+            Transition { actions: Vec::new(), outcome }
+        }
     }
 }
 
-/// One decision in progress: a working copy of the run that every emitted action is applied to.
+/// One decision in progress over the run, which every emitted action is applied to.
 struct Machine<'a> {
     wf: &'a Workflow,
-    run: Run,
+    run: &'a mut Run,
     now: Instant,
     settings: &'a Settings,
     actions: Vec<Action>,

@@ -15,6 +15,15 @@ impl Machine<'_> {
         if self.run.state.is_terminal() {
             return ignored("the run has ended");
         }
+        if matches!(self.run.attention, Some(Attention::UnknownEffect { .. })) && !self.run.held {
+            // Cancel is one way to settle an unknown effect, on a cancel route too.
+            self.audit(AuditKind::Operator, self.run.current.clone().as_deref(), "cancel requested");
+            if self.run.cancel.is_none() {
+                self.emit(Action::RequestCancel { mode: CancelMode::Settling });
+            }
+            self.end_cancelled(None, None);
+            return Outcome::Applied;
+        }
         if self.run.cancel.is_some() {
             return ignored("cancellation was already requested");
         }
@@ -100,8 +109,15 @@ impl Machine<'_> {
                 format!("the operation of `{step}` has no receipt to reconcile from"),
             );
         }
-        if matches!(self.run.call(step).map(|c| c.pending), Some(Pending::Receipt)) {
-            return ignored("a receipt lookup is already under way");
+        match self.run.call(step).map(|c| c.pending) {
+            Some(Pending::Receipt) => return ignored("a receipt lookup is already under way"),
+            Some(Pending::Attempt { .. }) => {
+                return refused(
+                    "step.attempt-pending",
+                    format!("an attempt of `{step}`'s saved command is under way: its answer settles the effect"),
+                );
+            }
+            Some(Pending::Nothing) | None => {}
         }
         self.audit(AuditKind::Operator, Some(step), "reconcile: looking up the original key's receipt");
         self.emit(Action::RequestReceipt { step: step.to_owned() });

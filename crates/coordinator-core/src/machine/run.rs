@@ -350,6 +350,8 @@ impl Run {
                 self.failure.clone_from(failure);
                 self.attention = None;
                 self.timers.clear();
+                // An ended run is under nobody's review: a hold no longer concerns it.
+                self.held = false;
             }
             Action::PlaceHold => {
                 self.held = true;
@@ -358,8 +360,11 @@ impl Run {
             }
             Action::ReleaseHold => {
                 self.held = false;
-                self.attention = None;
-                self.state = self.working_state();
+                // A run that ended under the hold stays ended.
+                if !self.state.is_terminal() {
+                    self.attention = None;
+                    self.state = self.working_state();
+                }
             }
             Action::Audit { .. } => {}
         }

@@ -21,7 +21,7 @@ use crate::machine::compiled::{Workflow, describe};
 use crate::machine::event::{Event, Timer};
 use crate::machine::run::{Attention, Pending, Run, StepRecord};
 use crate::machine::time::Instant;
-use crate::machine::{Outcome, Settings, decide};
+use crate::machine::{Settings, advance};
 use crate::model::scenarios::{Case, OperatorAction};
 
 /// Upper bound on events per case: a case that needs more is reported, never spun forever.
@@ -125,12 +125,7 @@ pub fn run_case(workflow: &Workflow, case: &Case, settings: &Settings) -> CaseRe
             Ok(event) => event,
             Err((step, message)) => return script_problem(&case.id, Some(&step), message),
         };
-        let transition = decide(workflow, &run, &event, now, settings);
-        if let Outcome::Applied = transition.outcome {
-            for action in &transition.actions {
-                run.apply(action);
-            }
-        }
+        advance(workflow, &mut run, &event, now, settings);
         if run.state.is_terminal() {
             break;
         }
@@ -208,8 +203,9 @@ fn upcoming(
         };
         return Some(Next { at: now, precedence: 4, pick: Pick::Event(event) });
     }
-    if run.attention.is_some() && !busy_now {
+    if run.attention.is_some() && !busy_now && cancel_at.is_none() {
         // Waiting for an operator the case does not script: the case stops here.
+        // (A scripted cancel still comes at its time, and the run waits in attention until then.)
         return None;
     }
     let best = candidates.into_iter().min_by_key(|c| (c.at, c.precedence))?;
