@@ -315,8 +315,39 @@ fn a_restore_hold_dispatches_nothing_until_release() {
 
 #[test]
 fn all_eight_states_are_reached() {
-    // Running, attention, cancel-requested, finished, failed, cancelled,
-    // cancelled-after-effect and expired are each asserted by a test above; this
-    // test keeps the list honest if a state is added.
-    assert_eq!(RunState::ALL.len(), 8);
+    use std::collections::BTreeSet;
+    let mut seen = BTreeSet::new();
+    let mut record = |h: &Harness| {
+        seen.insert(h.run.state);
+    };
+    // Running -> finished.
+    let mut h = Harness::admitted();
+    record(&h);
+    h.reach_the_notice();
+    h.accept("send-notice", json!({"messageId": "m-1", "status": "queued"}));
+    record(&h);
+    // Attention -> cancelled-after-effect.
+    let mut h = Harness::admitted();
+    h.reach_the_notice();
+    h.answer("send-notice", CallAnswer::Uncertain);
+    record(&h);
+    h.applied(Event::CancelRequested);
+    record(&h);
+    // Cancel-requested -> cancelled.
+    let mut h = Harness::admitted();
+    h.applied(Event::CancelRequested);
+    record(&h);
+    h.answer("read-application", CallAnswer::Retryable { retry_after_seconds: None });
+    record(&h);
+    // Failed.
+    let mut h = Harness::admitted();
+    h.answer("read-application", CallAnswer::Refused { code: "not-allowed".into() });
+    record(&h);
+    // Expired.
+    let mut h = Harness::admitted();
+    h.at(2_592_000);
+    h.applied(Event::TimerDue { timer: Timer::RunDeadline });
+    record(&h);
+    let all: BTreeSet<RunState> = RunState::ALL.into_iter().collect();
+    assert_eq!(seen, all, "every run state is reached");
 }
