@@ -126,6 +126,16 @@ codes! {
     CatalogShadowsBuiltin = "catalog.shadows-builtin",
     /// Two project catalog files describe the same product.
     CatalogDuplicateProduct = "catalog.duplicate-product",
+    /// An operation alias names a connection the runtime configuration does not have.
+    RuntimeUnknownConnection = "runtime.unknown-connection",
+    /// A connection reaches another product than the operation or event bound to it.
+    RuntimeProductMismatch = "runtime.product-mismatch",
+    /// A trigger's connection has no event-signing secret to verify its events with.
+    RuntimeMissingSigningSecret = "runtime.missing-signing-secret",
+    /// A runtime connection is used by no operation alias or trigger.
+    RuntimeUnusedConnection = "runtime.unused-connection",
+    /// With `--environment`: a secret reference names an unset variable or an unreadable file.
+    RuntimeSecretUnavailable = "runtime.secret-unavailable",
 }
 
 impl std::fmt::Display for Code {

@@ -7,26 +7,37 @@
 //! line, column, code). Lines starting with `#` explain the case. An empty
 //! list means the project must be accepted without any diagnostic.
 //!
+//! A case with a `runtime.yaml` is checked against it, as `coordinatorctl check
+//! --runtime runtime.yaml` does (its diagnostics name the file `runtime.yaml`).
+//! A case that also has an `environment.txt` is checked as with `--environment`,
+//! in a pretend environment: the variables it lists are set, and a `file:`
+//! reference can be read when that file exists in the case directory.
+//!
 //! The runner checks every case, compares the full list exactly and reports
 //! all mismatching cases at once. It also proves that the corpus covers every
-//! stable code (except `trigger.unknown-connection`, which needs the runtime
-//! configuration) and that a project is refused unless its case only shows a
+//! stable code and that a project is refused unless its case only shows a
 //! warning.
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use coordinator_core::check::{Report, check_project};
+use coordinator_core::check::runtime::{RuntimeInput, SecretProbe, SecretProblem};
+use coordinator_core::check::{Report, check_project, check_project_with_runtime};
 use coordinator_core::diagnostic::Code;
+use coordinator_core::model::runtime::{SecretRef, SecretSource};
 use support::{DirSource, summary};
 
-/// Codes that the corpus cannot show offline.
-const NOT_OFFLINE: &[&str] = &["trigger.unknown-connection"];
+/// The runtime file of a case, checked with the project when present.
+const RUNTIME_FILE: &str = "runtime.yaml";
+
+/// The variables of a case's pretend environment, one per line.
+const ENVIRONMENT_FILE: &str = "environment.txt";
 
 /// Codes that only warn: a case showing nothing else must be accepted.
-const WARNINGS: &[&str] = &["operation.unused-alias", "outcome.unused"];
+const WARNINGS: &[&str] = &["operation.unused-alias", "outcome.unused", "runtime.unused-connection"];
 
 /// One expected diagnostic: `code file:line:column`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -130,9 +141,48 @@ fn actual_of(report: &Report) -> Vec<Expected> {
         .collect()
 }
 
+/// A case's pretend environment (`environment.txt`): no real variable or file
+/// outside the case directory is looked at.
+struct CaseEnvironment {
+    dir: PathBuf,
+    set: BTreeSet<String>,
+}
+
+impl SecretProbe for CaseEnvironment {
+    fn probe(&self, reference: &SecretRef) -> Result<(), SecretProblem> {
+        match reference.source() {
+            SecretSource::Env(name) if self.set.contains(name) => Ok(()),
+            SecretSource::Env(_) => Err(SecretProblem::NotSet),
+            SecretSource::File(path) => match std::fs::metadata(self.dir.join(path)) {
+                Ok(meta) if meta.len() == 0 => Err(SecretProblem::Empty),
+                Ok(_) => Ok(()),
+                Err(e) => Err(SecretProblem::Unreadable(e.to_string())),
+            },
+        }
+    }
+}
+
+/// Checks a case's project, against its `runtime.yaml` when it has one.
+fn check_case(dir: &Path) -> Result<Report, String> {
+    let source = DirSource(dir.to_path_buf());
+    let Ok(runtime) = std::fs::read_to_string(dir.join(RUNTIME_FILE)) else {
+        return check_project(&source).map_err(|e| e.to_string());
+    };
+    let environment = std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).ok().map(|text| CaseEnvironment {
+        dir: dir.to_path_buf(),
+        set: text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect(),
+    });
+    let input = RuntimeInput {
+        file: RUNTIME_FILE,
+        text: &runtime,
+        secrets: environment.as_ref().map(|e| e as &dyn SecretProbe),
+    };
+    check_project_with_runtime(&source, &input).map_err(|e| e.to_string())
+}
+
 /// Checks one case; `None` when it passes, else what went wrong.
 fn run_case(case: &Case) -> Option<String> {
-    let report = match check_project(&DirSource(case.dir.clone())) {
+    let report = match check_case(&case.dir) {
         Ok(r) => r,
         Err(e) => return Some(format!("  the project cannot be read: {e}\n")),
     };
@@ -187,17 +237,16 @@ fn every_corpus_case_reports_exactly_its_expected_diagnostics() {
 }
 
 #[test]
-fn the_corpus_covers_every_offline_code() {
+fn the_corpus_covers_every_code() {
     let mut problems = Vec::new();
     let cases = load_cases(&mut problems);
     let uncovered: Vec<&str> = Code::ALL
         .iter()
         .map(|c| c.as_str())
-        .filter(|code| !NOT_OFFLINE.contains(code))
         .filter(|code| !cases.iter().any(|case| case.expected.iter().any(|e| e.code == *code)))
         .collect();
     assert!(uncovered.is_empty(), "no corpus case expects these codes: {}", uncovered.join(", "));
-    for code in NOT_OFFLINE.iter().chain(WARNINGS) {
+    for code in WARNINGS {
         assert!(known_code(code), "`{code}` is not a code of `Code::ALL` any more");
     }
 }

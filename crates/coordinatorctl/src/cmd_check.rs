@@ -1,17 +1,54 @@
-//! `coordinatorctl check`: prove a project and print its revision.
+//! `coordinatorctl check`: prove a project, optionally against a deployment's
+//! `runtime.yaml`, and print its revision.
 
 use std::path::Path;
 
-use coordinator_core::check::{Report, SourceError, check_project};
+use coordinator_core::check::runtime::{RuntimeInput, SecretProbe};
+use coordinator_core::check::{Report, SourceError, check_project, check_project_with_runtime};
 
+use crate::environment::Environment;
 use crate::project_dir::ProjectDir;
 use crate::render::{self, Sources};
 use crate::{Exit, Format};
 
+/// `--runtime FILE [--environment]`.
+pub struct RuntimeArgs<'a> {
+    /// The runtime file, as given (diagnostics name it so).
+    pub file: &'a Path,
+    /// Whether secret references must resolve on this machine.
+    pub environment: bool,
+}
+
 /// Checks the project and prints the outcome; the loaded report is returned
 /// to commands that go on with an accepted project.
 pub fn load(project: &Path, format: Format, command: &str, deny_warnings: bool) -> Result<Report, Exit> {
-    let report = match check_project(&ProjectDir::new(project)) {
+    load_with(project, None, format, command, deny_warnings)
+}
+
+/// [`load`], checking against a runtime file too when one is given.
+fn load_with(
+    project: &Path,
+    runtime: Option<&RuntimeArgs<'_>>,
+    format: Format,
+    command: &str,
+    deny_warnings: bool,
+) -> Result<Report, Exit> {
+    let source = ProjectDir::new(project);
+    let checked = match runtime {
+        None => check_project(&source),
+        Some(args) => {
+            let text = std::fs::read_to_string(args.file).map_err(|e| {
+                let message = format!("{}: cannot read the runtime file: {e}", args.file.display());
+                unavailable_message(&message, format, command)
+            })?;
+            let file = args.file.display().to_string();
+            let environment = args.environment.then(|| Environment::new(args.file));
+            let input =
+                RuntimeInput { file: &file, text: &text, secrets: environment.as_ref().map(|e| e as &dyn SecretProbe) };
+            check_project_with_runtime(&source, &input)
+        }
+    };
+    let report = match checked {
         Ok(report) => report,
         Err(e) => return Err(unavailable(project, &e, format, command)),
     };
@@ -44,7 +81,11 @@ fn print(report: &Report, format: Format, command: &str, refused: bool) {
 
 /// Reports an unreadable project and returns exit code 3.
 pub fn unavailable(project: &Path, error: &SourceError, format: Format, command: &str) -> Exit {
-    let message = format!("{}: {error}", project.display());
+    unavailable_message(&format!("{}: {error}", project.display()), format, command)
+}
+
+/// Reports a resource that cannot be read and returns exit code 3.
+fn unavailable_message(message: &str, format: Format, command: &str) -> Exit {
     match format {
         Format::Human => eprintln!("error: {message}"),
         Format::Json => render::print_json(&serde_json::json!({
@@ -55,8 +96,8 @@ pub fn unavailable(project: &Path, error: &SourceError, format: Format, command:
 }
 
 /// Runs `check`.
-pub fn run(project: &Path, format: Format, deny_warnings: bool) -> Exit {
-    match load(project, format, "check", deny_warnings) {
+pub fn run(project: &Path, runtime: Option<&RuntimeArgs<'_>>, format: Format, deny_warnings: bool) -> Exit {
+    match load_with(project, runtime, format, "check", deny_warnings) {
         Err(exit) => exit,
         Ok(report) => {
             match format {

@@ -11,6 +11,7 @@ use crate::Exit;
 const WORKFLOW: &str = include_str!("starter/workflow.yaml");
 const FUNCTIONS: &str = include_str!("starter/functions.rhai");
 const INPUT: &str = include_str!("starter/input.json");
+const SCENARIOS: &str = include_str!("starter/scenarios.yaml");
 
 /// Runs `init`.
 pub fn run(directory: &Path, workflow: Option<&str>) -> Exit {
@@ -32,6 +33,7 @@ pub fn run(directory: &Path, workflow: Option<&str>) -> Exit {
         ("workflow.yaml".to_owned(), WORKFLOW.replace("{{id}}", &id)),
         ("functions.rhai".to_owned(), FUNCTIONS.to_owned()),
         ("input.json".to_owned(), INPUT.to_owned()),
+        ("scenarios.yaml".to_owned(), SCENARIOS.to_owned()),
     ];
     for (name, schema) in editor_schema::all() {
         files.push((format!("schemas/{name}"), editor_schema::text(&schema)));
@@ -46,5 +48,6 @@ pub fn run(directory: &Path, workflow: Option<&str>) -> Exit {
     }
     crate::render::out(&format!("created {} (workflow `{id}`)\n", directory.display()));
     crate::render::out(&format!("next: coordinatorctl check --project {}\n", directory.display()));
+    crate::render::out(&format!("      coordinatorctl test --project {}\n", directory.display()));
     Exit::Ok
 }

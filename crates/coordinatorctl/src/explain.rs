@@ -181,10 +181,9 @@ fn retry(policy: Option<&RetryPolicy>) -> (Value, [String; 2]) {
         "backoffCoefficient": coefficient, "maxIntervalSeconds": max_interval,
     });
     let attempts = match max_attempts {
-        Some(n) => format!("at most {n} attempts"),
-        None => "unlimited attempts within the run deadline".to_owned(),
+        Some(n) => format!("at most {n} attempts, then failed: retry.exhausted"),
+        None => "unlimited attempts within the run deadline (then expired: run.deadline-reached)".to_owned(),
     };
-    let attempts = format!("{attempts}, then failed: retry.exhausted");
     let intervals = format!("first interval {initial} s, coefficient {coefficient}, at most {max_interval} s");
     (value, [attempts, intervals])
 }
@@ -378,7 +377,7 @@ mod tests {
             "                  review-already-open (declared) -> refused\n",
             "                  any other refusal -> failed: product-refused\n",
             "  unknown effect  attention until an operator chooses retry-same | cancel\n",
-            "  retry           unlimited attempts within the run deadline, then failed: retry.exhausted\n",
+            "  retry           unlimited attempts within the run deadline (then expired: run.deadline-reached)\n",
             "                  first interval 1 s, coefficient 2, at most 300 s\n",
             "  routes          next -> await\n                  refusal: review-already-open -> refused\n",
             "  refusals        any refusal -> failed: product-refused\n",

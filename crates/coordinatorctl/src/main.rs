@@ -13,6 +13,7 @@ mod cmd_graph;
 mod cmd_init;
 mod cmd_package;
 mod cmd_test;
+mod environment;
 mod explain;
 mod graph;
 mod project_dir;
@@ -53,6 +54,14 @@ enum Command {
         /// Refuse the project when there is any warning.
         #[arg(long)]
         deny_warnings: bool,
+        /// Also check this deployment's runtime.yaml, and the project's connections against it (offline:
+        /// secrets are not looked at).
+        #[arg(long, value_name = "FILE")]
+        runtime: Option<PathBuf>,
+        /// With --runtime: require every secret reference to resolve here (env: variables set, file: files
+        /// readable). No secret is ever printed.
+        #[arg(long, requires = "runtime")]
+        environment: bool,
     },
     /// Describe each call: product, effect, recovery, receipt, completions, refusals, routes.
     Explain {
@@ -139,7 +148,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let exit = match cli.command {
         Command::Init { directory, workflow } => cmd_init::run(&directory, workflow.as_deref()),
-        Command::Check { project, format, deny_warnings } => cmd_check::run(&project, format, deny_warnings),
+        Command::Check { project, format, deny_warnings, runtime, environment } => {
+            let runtime = runtime.as_deref().map(|file| cmd_check::RuntimeArgs { file, environment });
+            cmd_check::run(&project, runtime.as_ref(), format, deny_warnings)
+        }
         Command::Explain { project, format } => cmd_explain::run(&project, format),
         Command::Graph { project, format, output } => cmd_graph::run(&project, format, output.as_deref()),
         Command::Package { project, output, format } => cmd_package::run(&project, &output, format),

@@ -125,6 +125,10 @@ fn init_check_package_works_for_a_new_user() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).starts_with("ok: my-workflow sha256:"));
 
+    let out = ctl(&["test", "--project", &project_arg]);
+    assert_eq!(code(&out), 0, "the starter's scenarios pass: {}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).ends_with("3 passed, 0 failed\n"), "{}", stdout(&out));
+
     let first = dir.path().join("first.pkg.json");
     let second = dir.path().join("second.pkg.json");
     let out =

@@ -14,6 +14,7 @@ pub mod functions;
 pub mod graph;
 pub mod operations;
 pub mod outcomes;
+pub mod runtime;
 pub mod schemas;
 pub mod triggers;
 pub mod waits;
@@ -108,8 +109,35 @@ pub struct Checked {
 /// [`SourceError`] when a file cannot be read at all; every problem with the
 /// content of the files is a diagnostic in the [`Report`] instead.
 pub fn check_project(source: &dyn ProjectSource) -> Result<Report, SourceError> {
-    let text = source.read(WORKFLOW_FILE)?.ok_or(SourceError::NoWorkflow)?;
+    check(source, None, Vec::new())
+}
+
+/// Checks a project and the `runtime.yaml` of a deployment that would run it:
+/// the runtime file's own structure, the project's connections against it and,
+/// when `runtime` has a [`SecretProbe`](runtime::SecretProbe), its secret
+/// references. The report's files include the runtime file's text with every
+/// possible secret masked, for excerpts.
+///
+/// # Errors
+/// As [`check_project`]; the caller has read the runtime file already.
+pub fn check_project_with_runtime(
+    source: &dyn ProjectSource,
+    runtime: &runtime::RuntimeInput<'_>,
+) -> Result<Report, SourceError> {
     let mut diagnostics = Vec::new();
+    let (loaded, shown) = runtime::load(runtime, &mut diagnostics);
+    let mut report = check(source, loaded.as_ref(), diagnostics)?;
+    report.files.extend(shown.map(|text| (runtime.file.to_owned(), text)));
+    Ok(report)
+}
+
+/// Checks a project, starting from the runtime file's diagnostics (if any).
+fn check(
+    source: &dyn ProjectSource,
+    runtime: Option<&runtime::LoadedRuntime>,
+    mut diagnostics: Vec<Diagnostic>,
+) -> Result<Report, SourceError> {
+    let text = source.read(WORKFLOW_FILE)?.ok_or(SourceError::NoWorkflow)?;
     let mut files = vec![(WORKFLOW_FILE.to_owned(), text.clone())];
 
     let mut catalog = Catalog::builtin();
@@ -182,6 +210,9 @@ pub fn check_project(source: &dyn ProjectSource) -> Result<Report, SourceError> 
     outcomes::check(&mut cx);
     schemas::check(&mut cx);
     triggers::check(&mut cx);
+    if let Some(rt) = runtime {
+        runtime::check(&mut cx, rt);
+    }
     diagnostics.append(&mut cx.diagnostics);
 
     let errors = diagnostics.iter().any(Diagnostic::is_error);

@@ -1,6 +1,6 @@
 //! Trigger proofs: every trigger names a product event that a catalog describes.
-//! (`trigger.unknown-connection` needs the runtime configuration; it is not
-//! checked offline without `--runtime`.)
+//! (`trigger.unknown-connection` needs the runtime configuration: `runtime`
+//! checks it when the project is checked with `--runtime`.)
 
 use crate::diagnostic::Code;
 use crate::yaml::{Part, Path};

@@ -6,6 +6,7 @@
 //! check cross-references (steps, functions, operations): that is `check`.
 
 pub mod catalog;
+pub mod runtime;
 pub mod scenarios;
 pub mod workflow;
 

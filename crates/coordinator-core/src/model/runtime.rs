@@ -54,7 +54,8 @@ pub struct RuntimeFile {
 }
 
 /// A reference to a secret: `env:NAME` (an environment variable) or `file:PATH`
-/// (a file's contents). The configuration never holds the secret itself.
+/// (a file's contents; a relative path is relative to the directory of
+/// `runtime.yaml`). The configuration never holds the secret itself.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SecretRef(String);

@@ -1,0 +1,262 @@
+//! Runtime proofs: a project checked against one deployment's `runtime.yaml`
+//! (`coordinatorctl check --runtime`).
+//!
+//! Every connection the workflow names exists in the runtime file and reaches
+//! the product of the operations and events bound to it; a trigger's connection
+//! has an event-signing secret; every connection is used (a warning otherwise);
+//! and, when the caller can tell (`--environment`), every secret reference can
+//! be read. Must not read anything itself: the caller hands over the text, and
+//! whether a secret can be read comes through [`SecretProbe`], which the binary
+//! implements. No diagnostic shows a secret: only references are named.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::decode::{self, Decoder, qualified};
+use crate::diagnostic::{Code, Diagnostic};
+use crate::model::runtime::{Authorization, RuntimeFile, SecretRef, SecretSource};
+use crate::yaml::{self, Node, Part, Path};
+
+use super::context::Ctx;
+
+/// The `runtime.yaml` a project is checked against.
+pub struct RuntimeInput<'a> {
+    /// The file name used in diagnostics: the path as the user gave it.
+    pub file: &'a str,
+    /// Its text.
+    pub text: &'a str,
+    /// Tells whether each secret reference can be read (`--environment`); `None`
+    /// checks the file offline, without looking at any secret.
+    pub secrets: Option<&'a dyn SecretProbe>,
+}
+
+/// Tells whether the secret behind a reference is available, without handing it over.
+pub trait SecretProbe {
+    /// `Ok(())` when the environment variable is set, or the file can be read, and is not empty.
+    ///
+    /// # Errors
+    /// Why the secret cannot be read; never the secret itself.
+    fn probe(&self, reference: &SecretRef) -> Result<(), SecretProblem>;
+}
+
+/// Why a secret reference cannot be resolved. Carries no secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretProblem {
+    /// The environment variable is not set (or is not valid Unicode).
+    NotSet,
+    /// The environment variable or the file is empty.
+    Empty,
+    /// The file cannot be read: the operating system's reason.
+    Unreadable(String),
+}
+
+/// A decoded `runtime.yaml` with its node tree, for positions.
+pub struct LoadedRuntime {
+    /// The file name used in diagnostics.
+    pub file: String,
+    /// Its node tree.
+    pub root: Node,
+    /// Its content.
+    pub runtime: RuntimeFile,
+}
+
+impl LoadedRuntime {
+    /// A diagnostic at `path` (its key or value) of the runtime file.
+    fn diagnostic(&self, code: Code, path: &Path, part: Part, message: String, help: String) -> Diagnostic {
+        Diagnostic::error(code, &self.file, self.root.span_of(path, part), message, help)
+    }
+}
+
+/// Parses and decodes the runtime file, and probes its secrets when the input
+/// has a probe. Diagnostics go to `out`. Returns the decoded file (when it has
+/// no error) and the text to show in excerpts: masked by
+/// [`decode::runtime::redact`], and `None` when the YAML does not parse (then
+/// nothing is known about where a secret might be written).
+pub fn load(input: &RuntimeInput<'_>, out: &mut Vec<Diagnostic>) -> (Option<LoadedRuntime>, Option<String>) {
+    let root = match yaml::parse(input.file, input.text) {
+        Ok(root) => root,
+        Err(d) => {
+            out.push(d);
+            return (None, None);
+        }
+    };
+    let shown = decode::runtime::redact(&root, input.text);
+    let mut decoder = Decoder::new(input.file);
+    let runtime = decode::runtime::decode(&mut decoder, &root);
+    let errors = decoder.diagnostics.iter().any(Diagnostic::is_error);
+    out.append(&mut decoder.diagnostics);
+    let loaded = match runtime {
+        Some(runtime) if !errors => LoadedRuntime { file: input.file.to_owned(), root, runtime },
+        _ => return (None, Some(shown)),
+    };
+    if let Some(probe) = input.secrets {
+        check_secrets(&loaded, probe, out);
+    }
+    (Some(loaded), Some(shown))
+}
+
+/// Checks the workflow's connections against the runtime file.
+pub fn check(cx: &mut Ctx<'_>, rt: &LoadedRuntime) {
+    let wf = cx.wf;
+    let connections = &rt.runtime.connections;
+    let names: Vec<&str> = connections.keys().map(String::as_str).collect();
+    let mut used = BTreeSet::new();
+    // Connection -> the triggers that need its event-signing secret.
+    let mut signed: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (alias, binding) in &wf.operations {
+        used.insert(binding.connection.as_str());
+        let path = Path::root().key("operations").key(alias).key("connection");
+        let Some(connection) = connections.get(&binding.connection) else {
+            let message = format!(
+                "the operation alias `{alias}` uses the connection `{}`, which {} does not have",
+                binding.connection, rt.file
+            );
+            cx.error(
+                Code::RuntimeUnknownConnection,
+                &path,
+                Part::Value,
+                message,
+                missing_help(&binding.connection, &names),
+            );
+            continue;
+        };
+        let product = qualified(&binding.operation).map_or("", |(product, _)| product);
+        if connection.product != product {
+            cx.error(
+                Code::RuntimeProductMismatch,
+                &path,
+                Part::Value,
+                format!(
+                    "`{}` is a {product} operation, but the connection `{}` reaches the product `{}` in {}",
+                    binding.operation, binding.connection, connection.product, rt.file
+                ),
+                format!(
+                    "bind the alias to a connection of the product `{product}`, or correct the connection's `product`"
+                ),
+            );
+        }
+    }
+    for (name, trigger) in &wf.triggers {
+        used.insert(trigger.connection.as_str());
+        let path = Path::root().key("triggers").key(name).key("connection");
+        let Some((connection_name, connection)) = connections.get_key_value(&trigger.connection) else {
+            let message = format!(
+                "the trigger `{name}` uses the connection `{}`, which {} does not have",
+                trigger.connection, rt.file
+            );
+            cx.error(
+                Code::TriggerUnknownConnection,
+                &path,
+                Part::Value,
+                message,
+                missing_help(&trigger.connection, &names),
+            );
+            continue;
+        };
+        let product = qualified(&trigger.event).map_or("", |(product, _)| product);
+        if connection.product != product {
+            cx.error(
+                Code::RuntimeProductMismatch,
+                &path,
+                Part::Value,
+                format!(
+                    "`{}` is a {product} event, but the connection `{}` reaches the product `{}` in {}",
+                    trigger.event, trigger.connection, connection.product, rt.file
+                ),
+                format!("name a connection of the product `{product}`, or correct the connection's `product`"),
+            );
+        }
+        if connection.event_signing_secret.is_none() {
+            signed.entry(connection_name).or_default().push(name);
+        }
+    }
+    for (connection, triggers) in signed {
+        let list = triggers.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ");
+        cx.diagnostics.push(rt.diagnostic(
+            Code::RuntimeMissingSigningSecret,
+            &Path::root().key("connections").key(connection),
+            Part::Key,
+            format!("the connection `{connection}` has no `eventSigningSecret`, but the trigger(s) {list} admit runs from its signed events"),
+            "add `eventSigningSecret: env:NAME` (or `file:PATH`) to the connection: unsigned events cannot be verified".to_owned(),
+        ));
+    }
+    for name in names.iter().filter(|name| !used.contains(*name)) {
+        let unused = rt.diagnostic(
+            Code::RuntimeUnusedConnection,
+            &Path::root().key("connections").key(name),
+            Part::Key,
+            format!("the connection `{name}` is not used by any operation alias or trigger of `{}`", wf.workflow.id),
+            "remove it, or bind an operation alias or trigger to it (a deployment runs one package)".to_owned(),
+        );
+        cx.diagnostics.push(unused.warning());
+    }
+}
+
+fn missing_help(connection: &str, names: &[&str]) -> String {
+    match decode::closest(connection, names) {
+        Some(near) => format!("did you mean `{near}`?"),
+        None if names.is_empty() => {
+            format!("add the connection `{connection}` under `connections` in the runtime file")
+        }
+        None => format!(
+            "add the connection `{connection}` under `connections` in the runtime file, or name one of: {}",
+            names.join(", ")
+        ),
+    }
+}
+
+/// Every secret reference of the file with its path and what it is for.
+fn secrets(runtime: &RuntimeFile) -> Vec<(Path, &SecretRef, String)> {
+    let mut out = vec![(Path::root().key("database").key("url"), &runtime.database.url, "the database URL".to_owned())];
+    for (id, key) in &runtime.payload_keys.keys {
+        out.push((Path::root().key("payloadKeys").key("keys").key(id), key, format!("the payload key `{id}`")));
+    }
+    for (name, connection) in &runtime.connections {
+        let base = Path::root().key("connections").key(name);
+        let (field, reference) = match &connection.authorization {
+            Authorization::ClientSecret(grant) => ("clientSecret", &grant.client_secret),
+            Authorization::PrivateKeyJwt(grant) => ("privateKey", &grant.private_key),
+        };
+        out.push((base.key("authorization").key(field), reference, format!("the {field} of connection `{name}`")));
+        if let Some(reference) = &connection.event_signing_secret {
+            out.push((
+                base.key("eventSigningSecret"),
+                reference,
+                format!("the eventSigningSecret of connection `{name}`"),
+            ));
+        }
+    }
+    for (i, token) in runtime.access.tokens.iter().enumerate() {
+        let path = Path::root().key("access").key("tokens").index(i).key("token");
+        out.push((path, &token.token, format!("the token of `{}`", token.subject)));
+    }
+    out
+}
+
+/// Reports every secret reference the probe cannot resolve (`runtime.secret-unavailable`).
+pub fn check_secrets(rt: &LoadedRuntime, probe: &dyn SecretProbe, out: &mut Vec<Diagnostic>) {
+    let mut probed: BTreeMap<&SecretRef, Result<(), SecretProblem>> = BTreeMap::new();
+    for (path, reference, what) in secrets(&rt.runtime) {
+        let result = probed.entry(reference).or_insert_with(|| probe.probe(reference));
+        let Err(problem) = result else { continue };
+        let (message, help) = match (reference.source(), problem) {
+            (SecretSource::Env(name), SecretProblem::Empty) => {
+                (format!("the environment variable `{name}` ({what}) is empty"), format!("set `{name}` to the secret"))
+            }
+            (SecretSource::Env(name), _) => (
+                format!("the environment variable `{name}` ({what}) is not set"),
+                format!("set `{name}` in the service's environment, or point {what} at another reference"),
+            ),
+            (SecretSource::File(file), SecretProblem::Empty) => {
+                (format!("the file `{file}` ({what}) is empty"), format!("write the secret into `{file}`"))
+            }
+            (SecretSource::File(file), SecretProblem::Unreadable(reason)) => (
+                format!("the file `{file}` ({what}) cannot be read: {reason}"),
+                "create the file, or give the service's user permission to read it (a relative path is relative to the runtime file's directory)".to_owned(),
+            ),
+            (SecretSource::File(file), SecretProblem::NotSet) => {
+                (format!("the file `{file}` ({what}) cannot be read"), "create the file".to_owned())
+            }
+        };
+        out.push(rt.diagnostic(Code::RuntimeSecretUnavailable, &path, Part::Value, message, help));
+    }
+}

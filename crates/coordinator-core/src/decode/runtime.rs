@@ -1,0 +1,432 @@
+//! Decodes `runtime.yaml` into [`RuntimeFile`], field by field.
+//!
+//! Checks the shape of one deployment's configuration: known and required
+//! fields, types, the listen address, the package digest, URLs (http or https,
+//! never with credentials in them), that the active payload key is one of the
+//! keys, roles and names. Every secret must be a reference (`env:NAME` or
+//! `file:PATH`); a literal is refused with a message that never repeats it, and
+//! [`redact`] masks it in the text shown in excerpts. Does not check the file
+//! against a project (`check::runtime`) and never resolves a reference.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::diagnostic::Span;
+use crate::model::runtime::{
+    Access, Authorization, ClientSecretGrant, Connection, Database, Grant, OidcIssuer, PackageRef, PayloadKeys,
+    PrivateKeyJwtGrant, Role, RuntimeFile, RuntimeKind, SecretRef, SecretSource, StaticToken, Timeouts,
+};
+use crate::model::{API_VERSION, ApiVersion};
+use crate::yaml::{Key, Node, NodeValue};
+
+use super::{Decoder, optional};
+
+mod redact;
+
+pub use redact::redact;
+
+const TOP: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "database",
+    "payloadKeys",
+    "listen",
+    "package",
+    "connections",
+    "observeFloorSeconds",
+    "access",
+];
+const TOP_REQUIRED: &[&str] =
+    &["apiVersion", "kind", "database", "payloadKeys", "listen", "package", "connections", "access"];
+const CONNECTION_FIELDS: &[&str] = &["product", "baseUrl", "authorization", "eventSigningSecret", "timeouts"];
+const AUTHORIZATION_FIELDS: &[&str] =
+    &["type", "tokenEndpoint", "clientId", "clientSecret", "privateKey", "keyId", "scope"];
+const ROLES: &[(&str, Role)] = &[("admit", Role::Admit), ("read", Role::Read), ("operate", Role::Operate)];
+
+/// The `type` of an authorization, before its fields are decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GrantType {
+    ClientSecret,
+    PrivateKeyJwt,
+}
+
+const GRANT_TYPES: &[(&str, GrantType)] =
+    &[("client-secret", GrantType::ClientSecret), ("private-key-jwt", GrantType::PrivateKeyJwt)];
+
+/// Decodes a parsed `runtime.yaml`. `None` when a value is wrong or missing; an
+/// unknown field is reported without making the result `None`, so any error
+/// diagnostic refuses the file.
+pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
+    let f = d.object(root, "the runtime file", Span::at(1, 1), TOP, TOP_REQUIRED)?;
+    let api_version = f.get("apiVersion").and_then(|n| d.one_of(n, "apiVersion", &[(API_VERSION, ApiVersion::V1)]));
+    let kind = f.get("kind").and_then(|n| d.one_of(n, "kind", &[("Runtime", RuntimeKind::Runtime)]));
+    let database = f.get("database").and_then(|n| {
+        let db = d.object(n, "`database`", f.key_span("database"), &["url"], &["url"])?;
+        db.get("url").and_then(|n| secret(d, n, "the database `url`")).map(|url| Database { url })
+    });
+    let payload_keys = f.get("payloadKeys").and_then(|n| payload_keys(d, n, f.key_span("payloadKeys")));
+    let listen = f.get("listen").and_then(|n| listen(d, n));
+    let package = f.get("package").and_then(|n| package(d, n, f.key_span("package")));
+    let connections = f.get("connections").and_then(|n| d.map_of(n, "connection", true, connection));
+    let observe_floor_seconds = optional(f.get("observeFloorSeconds"), |n| d.uint(n, "observeFloorSeconds", 1));
+    let access = f.get("access").and_then(|n| access(d, n, f.key_span("access")));
+    Some(RuntimeFile {
+        api_version: api_version?,
+        kind: kind?,
+        database: database?,
+        payload_keys: payload_keys?,
+        listen: listen?,
+        package: package?,
+        connections: connections?,
+        observe_floor_seconds: observe_floor_seconds?,
+        access: access?,
+    })
+}
+
+/// A secret reference. Anything else is refused without repeating it: it may be the secret.
+fn secret(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<SecretRef> {
+    let reference = match &node.value {
+        NodeValue::String(text) => SecretRef::parse(text).ok(),
+        _ => None,
+    };
+    let Some(reference) = reference else {
+        d.invalid(
+            node.span,
+            format!("{what} is not `env:NAME` or `file:PATH`: a secret must be a reference"),
+            "write env:NAME or file:PATH; the secret itself stays in the environment or the file, never in runtime.yaml",
+        );
+        return None;
+    };
+    if let SecretSource::Env(name) = reference.source()
+        && !is_env_name(name)
+    {
+        d.invalid(
+            node.span,
+            format!("{what}: `env:` is not followed by an environment variable name"),
+            "write env:NAME, with NAME made of letters, digits and `_`, not starting with a digit",
+        );
+        return None;
+    }
+    Some(reference)
+}
+
+/// Whether `name` can name an environment variable (`[A-Za-z_][A-Za-z0-9_]*`).
+fn is_env_name(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A string that is not empty.
+fn text(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
+    let text = d.string(node, what)?;
+    if text.trim().is_empty() {
+        d.invalid(node.span, format!("{what} is empty"), format!("give {what} a value"));
+        return None;
+    }
+    Some(text)
+}
+
+fn payload_keys(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<PayloadKeys> {
+    let f = d.object(node, "`payloadKeys`", owner, &["active", "keys"], &["active", "keys"])?;
+    let keys = f.get("keys").and_then(|n| {
+        let keys =
+            d.map_of(n, "payload key id", true, |d, key, v| secret(d, v, &format!("payload key `{}`", key.text)))?;
+        if keys.is_empty() {
+            d.invalid(n.span, "`payloadKeys.keys` is empty", "add a key, e.g. `k1: file:/run/secrets/payload-key-1`");
+            return None;
+        }
+        Some(keys)
+    });
+    let active = f.get("active").and_then(|n| {
+        let active = d.name(n, "the active payload key")?;
+        // Checked against the ids as written, so that a bad key value elsewhere
+        // does not hide a wrong `active`.
+        let ids: Vec<&str> = match f.get("keys").map(|k| &k.value) {
+            Some(NodeValue::Map(entries)) => entries.iter().map(|(k, _)| k.text.as_str()).collect(),
+            _ => return Some(active),
+        };
+        if !ids.contains(&active.as_str()) {
+            d.invalid(
+                n.span,
+                format!("the active payload key `{active}` is not one of `keys`"),
+                format!("name one of the key ids: {}", ids.join(", ")),
+            );
+            return None;
+        }
+        Some(active)
+    });
+    Some(PayloadKeys { active: active?, keys: keys? })
+}
+
+/// `host:port`: an IPv4 address, a host name or a bracketed IPv6 address, and a port from 1 to 65535.
+fn listen(d: &mut Decoder<'_>, node: &Node) -> Option<String> {
+    let text = d.string(node, "listen")?;
+    if !is_listen_address(&text) {
+        d.invalid(
+            node.span,
+            format!("listen `{}` is not `host:port`", text.escape_default()),
+            "write a host and a port from 1 to 65535, e.g. `127.0.0.1:7400`, `0.0.0.0:7400` or `[::1]:7400`",
+        );
+        return None;
+    }
+    Some(text)
+}
+
+fn is_listen_address(text: &str) -> bool {
+    let Some((host, port)) = text.rsplit_once(':') else { return false };
+    port_ok(port) && host_ok(host)
+}
+
+fn port_ok(port: &str) -> bool {
+    port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+fn host_ok(host: &str) -> bool {
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6.parse::<Ipv6Addr>().is_ok();
+    }
+    if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return host.parse::<Ipv4Addr>().is_ok();
+    }
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    host.len() <= 253 && host.split('.').all(label_ok)
+}
+
+fn package(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<PackageRef> {
+    let f = d.object(node, "`package`", owner, &["path", "digest"], &["path", "digest"])?;
+    let path = f.get("path").and_then(|n| text(d, n, "package.path"));
+    let digest = f.get("digest").and_then(|n| {
+        let digest = d.string(n, "package.digest")?;
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            d.invalid(
+                n.span,
+                "package.digest is not `sha256:` followed by 64 lowercase hexadecimal digits",
+                "copy the digest that `coordinatorctl package` printed for the package",
+            );
+            return None;
+        }
+        Some(digest)
+    });
+    Some(PackageRef { path: path?, digest: digest? })
+}
+
+fn connection(d: &mut Decoder<'_>, key: &Key, node: &Node) -> Option<Connection> {
+    let what = format!("connection `{}`", key.text);
+    let f = d.object(node, &what, key.span, CONNECTION_FIELDS, &["product", "baseUrl", "authorization"])?;
+    let product = f.get("product").and_then(|n| product(d, n));
+    let base_url = f.get("baseUrl").and_then(|n| url(d, n, &format!("the baseUrl of {what}")));
+    let authorization = f.get("authorization").and_then(|n| authorization(d, n, f.key_span("authorization"), &what));
+    let event_signing_secret =
+        optional(f.get("eventSigningSecret"), |n| secret(d, n, &format!("the eventSigningSecret of {what}")));
+    let timeouts = optional(f.get("timeouts"), |n| {
+        let fields = ["connectSeconds", "requestSeconds"];
+        let t = d.object(n, &format!("the timeouts of {what}"), f.key_span("timeouts"), &fields, &fields)?;
+        let connect = t.get("connectSeconds").and_then(|n| d.uint(n, "connectSeconds", 1));
+        let request = t.get("requestSeconds").and_then(|n| d.uint(n, "requestSeconds", 1));
+        Some(Timeouts { connect_seconds: connect?, request_seconds: request? })
+    });
+    Some(Connection {
+        product: product?,
+        base_url: base_url?,
+        authorization: authorization?,
+        event_signing_secret: event_signing_secret?,
+        timeouts: timeouts?,
+    })
+}
+
+/// A product name: lowercase letters, digits and `-` (as in catalog files).
+fn product(d: &mut Decoder<'_>, node: &Node) -> Option<String> {
+    let name = d.string(node, "product")?;
+    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !ok {
+        d.invalid(
+            node.span,
+            format!("the product `{}` is not a product name", name.escape_default()),
+            "write the catalog's product name: lowercase letters, digits and `-`, e.g. `casework`",
+        );
+        return None;
+    }
+    Some(name)
+}
+
+/// An `http://` or `https://` URL with a host and no credentials. The message
+/// never repeats the URL: a wrong one may carry a password.
+fn url(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
+    let text = d.string(node, what)?;
+    if let Err(why) = check_url(&text, &["http://", "https://"]) {
+        d.invalid(
+            node.span,
+            format!("{what} {why}"),
+            "write an http:// or https:// URL such as `https://casework.internal.example`; \
+             credentials belong in `authorization`, as references",
+        );
+        return None;
+    }
+    Some(text)
+}
+
+/// Why `text` is not a URL with one of `schemes`, a host, and no credentials.
+fn check_url(text: &str, schemes: &[&str]) -> Result<(), &'static str> {
+    let rest = schemes.iter().find_map(|s| text.strip_prefix(s)).ok_or("is not an http:// or https:// URL")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err("carries credentials (`user:password@`)");
+    }
+    if text.chars().any(char::is_whitespace) {
+        return Err("contains white space");
+    }
+    match authority.rsplit_once(':') {
+        _ if authority.is_empty() => Err("has no host"),
+        Some((host, port)) if !host.ends_with(':') && !port.contains(']') => {
+            if host_ok(host) && port_ok(port) {
+                Ok(())
+            } else {
+                Err("does not have a valid host and port")
+            }
+        }
+        _ if host_ok(authority) => Ok(()),
+        _ => Err("does not have a valid host"),
+    }
+}
+
+fn authorization(d: &mut Decoder<'_>, node: &Node, owner: Span, connection: &str) -> Option<Authorization> {
+    let what = format!("the authorization of {connection}");
+    let kind = match node.get("type") {
+        Some(t) => d.one_of(t, "the authorization type", GRANT_TYPES)?,
+        None => {
+            d.object(node, &what, owner, AUTHORIZATION_FIELDS, &["type"]);
+            return None;
+        }
+    };
+    let secret_field = if kind == GrantType::ClientSecret { "clientSecret" } else { "privateKey" };
+    let mut known = vec!["type", "tokenEndpoint", "clientId", secret_field, "scope"];
+    let mut required = vec!["tokenEndpoint", "clientId", secret_field];
+    if kind == GrantType::PrivateKeyJwt {
+        known.push("keyId");
+        required.push("keyId");
+    }
+    let f = d.object(node, &what, owner, &known, &required)?;
+    let token_endpoint = f.get("tokenEndpoint").and_then(|n| url(d, n, &format!("the tokenEndpoint of {connection}")));
+    let client_id = f.get("clientId").and_then(|n| text(d, n, "clientId"));
+    let secret = f.get(secret_field).and_then(|n| secret(d, n, &format!("the {secret_field} of {connection}")));
+    let scope = optional(f.get("scope"), |n| text(d, n, "scope"));
+    match kind {
+        GrantType::ClientSecret => Some(Authorization::ClientSecret(ClientSecretGrant {
+            token_endpoint: token_endpoint?,
+            client_id: client_id?,
+            client_secret: secret?,
+            scope: scope?,
+        })),
+        GrantType::PrivateKeyJwt => {
+            let key_id = f.get("keyId").and_then(|n| text(d, n, "keyId"));
+            Some(Authorization::PrivateKeyJwt(PrivateKeyJwtGrant {
+                token_endpoint: token_endpoint?,
+                client_id: client_id?,
+                private_key: secret?,
+                key_id: key_id?,
+                scope: scope?,
+            }))
+        }
+    }
+}
+
+fn access(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<Access> {
+    let f = d.object(node, "`access`", owner, &["tokens", "oidc", "grants"], &[])?;
+    let tokens = optional(f.get("tokens"), |n| d.seq_of(n, "`access.tokens`", token));
+    let oidc = optional(f.get("oidc"), |n| d.seq_of(n, "`access.oidc`", issuer));
+    let grants = optional(f.get("grants"), |n| d.seq_of(n, "`access.grants`", grant));
+    Some(Access {
+        tokens: tokens?.unwrap_or_default(),
+        oidc: oidc?.unwrap_or_default(),
+        grants: grants?.unwrap_or_default(),
+    })
+}
+
+fn token(d: &mut Decoder<'_>, index: usize, node: &Node) -> Option<StaticToken> {
+    let what = format!("`access.tokens` entry {}", index + 1);
+    let f = d.object(node, &what, node.span, &["subject", "token", "roles"], &["subject", "token"])?;
+    let subject = f.get("subject").and_then(|n| text(d, n, "subject"));
+    let token = f.get("token").and_then(|n| secret(d, n, &format!("the token of {what}")));
+    let roles = optional(f.get("roles"), |n| roles(d, n));
+    Some(StaticToken { subject: subject?, token: token?, roles: roles?.unwrap_or_default() })
+}
+
+fn issuer(d: &mut Decoder<'_>, index: usize, node: &Node) -> Option<OidcIssuer> {
+    let what = format!("`access.oidc` entry {}", index + 1);
+    let fields = ["issuer", "audience", "jwks"];
+    let f = d.object(node, &what, node.span, &fields, &fields)?;
+    let issuer = f.get("issuer").and_then(|n| url(d, n, &format!("the issuer of {what}")));
+    let audience = f.get("audience").and_then(|n| text(d, n, "audience"));
+    let jwks = f.get("jwks").and_then(|n| {
+        let jwks = d.string(n, "jwks")?;
+        let file = jwks.strip_prefix("file:").is_some_and(|path| !path.is_empty());
+        if !file && check_url(&jwks, &["https://"]).is_err() {
+            d.invalid(
+                n.span,
+                format!("the jwks of {what} is neither an https:// URL without credentials nor `file:PATH`"),
+                "write the issuer's JWKS URL (`https://…/.well-known/jwks.json`) or `file:PATH` of a JWKS document",
+            );
+            return None;
+        }
+        Some(jwks)
+    });
+    Some(OidcIssuer { issuer: issuer?, audience: audience?, jwks: jwks? })
+}
+
+fn grant(d: &mut Decoder<'_>, index: usize, node: &Node) -> Option<Grant> {
+    let what = format!("`access.grants` entry {}", index + 1);
+    let fields = ["subject", "workflow", "roles"];
+    let f = d.object(node, &what, node.span, &fields, &fields)?;
+    let subject = f.get("subject").and_then(|n| text(d, n, "subject"));
+    let workflow = f.get("workflow").and_then(|n| {
+        let workflow = d.string(n, "workflow")?;
+        (workflow == Grant::ANY_WORKFLOW || d.check_name(&workflow, n.span, "the workflow")).then_some(workflow)
+    });
+    let roles = f.get("roles").and_then(|n| {
+        let roles = roles(d, n)?;
+        if roles.is_empty() {
+            d.invalid(n.span, format!("{what} grants no role"), "list at least one of admit, read, operate");
+            return None;
+        }
+        Some(roles)
+    });
+    Some(Grant { subject: subject?, workflow: workflow?, roles: roles? })
+}
+
+fn roles(d: &mut Decoder<'_>, node: &Node) -> Option<Vec<Role>> {
+    d.seq_of(node, "`roles`", |d, _, n| d.one_of(n, "the role", ROLES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_are_host_and_port() {
+        for ok in ["127.0.0.1:7400", "0.0.0.0:1", "[::1]:7400", "localhost:65535", "coordinator.internal:80"] {
+            assert!(is_listen_address(ok), "{ok}");
+        }
+        for bad in ["7400", ":7400", "127.0.0.1:", "127.0.0.1:0", "h:65536", "999.1.1.1:80", "::1:80", "a b:80"] {
+            assert!(!is_listen_address(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn urls_are_http_with_a_host_and_no_credentials() {
+        let schemes = ["http://", "https://"];
+        for ok in ["https://breg.example/api", "http://127.0.0.1:7400/sim/breg", "https://[::1]:8443", "https://h?x=1"]
+        {
+            assert_eq!(check_url(ok, &schemes), Ok(()), "{ok}");
+        }
+        for bad in ["ftp://h", "https://", "https://u:p@h/x", "https://h:0", "https://h x", "breg.example"] {
+            assert!(check_url(bad, &schemes).is_err(), "{bad}");
+        }
+    }
+}

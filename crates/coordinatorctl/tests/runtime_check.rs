@@ -1,0 +1,268 @@
+//! `coordinatorctl check --runtime FILE [--environment]`, run as the real
+//! binary: a deployment's `runtime.yaml` checked offline with the project, its
+//! exit codes, and that no secret written into it is ever printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A variable no test environment sets, named so that it cannot clash.
+const SET_VAR: &str = "COORDINATORCTL_RUNTIME_CHECK_TEST_SECRET";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs the binary in `dir` with `SET_VAR` set to `value`, or removed.
+fn ctl_in(dir: &Path, args: &[&str], value: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"));
+    command.args(args).current_dir(dir).env("NO_COLOR", "1");
+    match value {
+        Some(value) => command.env(SET_VAR, value),
+        None => command.env_remove(SET_VAR),
+    };
+    match command.output() {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run coordinatorctl: {e}"),
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// Standard output and standard error together.
+fn printed(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn json(out: &Output) -> Value {
+    match serde_json::from_slice(&out.stdout) {
+        Ok(v) => v,
+        Err(e) => panic!("not JSON ({e}): {}", printed(out)),
+    }
+}
+
+/// `code file:line:column` of every diagnostic of a JSON report.
+fn diagnostics(report: &Value) -> Vec<String> {
+    let list = report["diagnostics"].as_array().cloned().unwrap_or_default();
+    list.iter()
+        .map(|d| {
+            format!(
+                "{} {}:{}:{}",
+                d["code"].as_str().unwrap_or("?"),
+                d["file"].as_str().unwrap_or("?"),
+                d["line"],
+                d["column"]
+            )
+        })
+        .collect()
+}
+
+/// A temporary directory holding a copy of an example project under `project/`.
+fn workspace(example: &str) -> tempfile::TempDir {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("tempdir: {e}"),
+    };
+    copy(&repo().join("examples").join(example), &dir.path().join("project"));
+    dir
+}
+
+fn copy(from: &Path, to: &Path) {
+    assert!(std::fs::create_dir_all(to).is_ok());
+    let entries = match std::fs::read_dir(from) {
+        Ok(entries) => entries,
+        Err(e) => panic!("{}: {e}", from.display()),
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy(&entry.path(), &target);
+        } else {
+            assert!(std::fs::copy(entry.path(), &target).is_ok());
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(path, text));
+    assert!(written.is_ok(), "cannot write {}", path.display());
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(text.contains(from), "{} does not contain {from:?}", path.display());
+    write(path, &text.replacen(from, to, 1));
+}
+
+/// A runtime.yaml with these `connections` entries (indented by two spaces).
+fn runtime(connections: &str) -> String {
+    format!(
+        "apiVersion: coordinator/v1
+kind: Runtime
+database:
+  url: env:{SET_VAR}
+payloadKeys:
+  active: k1
+  keys:
+    k1: file:secrets/payload-key
+listen: 127.0.0.1:7400
+package:
+  path: app.coordinator-package
+  digest: sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+connections:
+{connections}access:
+  grants:
+  - subject: ops
+    workflow: \"*\"
+    roles: [read, operate]
+"
+    )
+}
+
+/// One connection entry; `extra` lines follow the authorization.
+fn connection(name: &str, product: &str, extra: &str) -> String {
+    format!(
+        "  {name}:
+    product: {product}
+    baseUrl: https://{product}.internal.example
+    authorization:
+      type: client-secret
+      tokenEndpoint: https://id.internal.example/oauth2/token
+      clientId: coordinator-{name}
+      clientSecret: env:{SET_VAR}
+{extra}"
+    )
+}
+
+/// The runtime of the flagship: registry (breg), casework and messaging.
+fn flagship_runtime() -> String {
+    let connections = [("registry", "breg"), ("casework", "casework"), ("messaging", "messaging")];
+    runtime(&connections.iter().map(|(name, product)| connection(name, product, "")).collect::<String>())
+}
+
+#[test]
+fn a_valid_project_and_runtime_are_accepted() {
+    let dir = workspace("reviewed-notice");
+    write(&dir.path().join("runtime.yaml"), &flagship_runtime());
+    let out = ctl_in(dir.path(), &["check", "--project", "project", "--runtime", "runtime.yaml"], None);
+    assert_eq!(code(&out), 0, "{}", printed(&out));
+    assert!(printed(&out).starts_with("ok: reviewed-notice sha256:"), "{}", printed(&out));
+
+    let out =
+        ctl_in(dir.path(), &["check", "--project", "project", "--runtime", "runtime.yaml", "--format", "json"], None);
+    assert_eq!(code(&out), 0);
+    let report = json(&out);
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["diagnostics"], serde_json::json!([]));
+    let keys: Vec<&str> = report.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+    assert_eq!(keys, ["command", "diagnostics", "ok", "revision", "workflow"], "the report keeps its shape");
+}
+
+#[test]
+fn an_unknown_trigger_connection_is_refused_at_the_trigger() {
+    let dir = workspace("permit-check");
+    let workflow = dir.path().join("project/workflow.yaml");
+    edit(&workflow, "  permit-expiring:\n    connection: permits", "  permit-expiring:\n    connection: permit-events");
+    let permits = connection("permits", "permits", &format!("    eventSigningSecret: env:{SET_VAR}\n"));
+    write(&dir.path().join("deploy/runtime.yaml"), &runtime(&(permits + &connection("evaluation", "evaluation", ""))));
+
+    let args = ["check", "--project", "project", "--runtime", "deploy/runtime.yaml"];
+    let out = ctl_in(dir.path(), &args, None);
+    assert_eq!(code(&out), 1, "{}", printed(&out));
+    let text = printed(&out);
+    assert!(text.contains("trigger.unknown-connection") && text.contains("workflow.yaml:49:17"), "{text}");
+    assert!(text.contains("name one of: evaluation, permits"), "{text}");
+
+    let out = ctl_in(dir.path(), &[&args[..], &["--format", "json"]].concat(), None);
+    assert_eq!(code(&out), 1);
+    assert_eq!(diagnostics(&json(&out)), ["trigger.unknown-connection workflow.yaml:49:17"]);
+}
+
+#[test]
+fn runtime_diagnostics_name_the_file_as_typed_and_warnings_can_be_denied() {
+    let dir = workspace("reviewed-notice");
+    let spare = connection("spare", "scheduling", "");
+    write(
+        &dir.path().join("deploy/runtime.yaml"),
+        &flagship_runtime().replace("access:\n", &format!("{spare}access:\n")),
+    );
+    let args = ["check", "--project", "project", "--runtime", "deploy/runtime.yaml", "--format", "json"];
+    let out = ctl_in(dir.path(), &args, None);
+    assert_eq!(code(&out), 0, "a warning does not refuse: {}", printed(&out));
+    assert_eq!(diagnostics(&json(&out)), ["runtime.unused-connection deploy/runtime.yaml:38:3"]);
+    let out = ctl_in(dir.path(), &[&args[..], &["--deny-warnings"]].concat(), None);
+    assert_eq!(code(&out), 1);
+}
+
+#[test]
+fn a_literal_secret_is_refused_and_never_printed() {
+    let dir = workspace("reviewed-notice");
+    let literal = "s3cr3t-Literal-Value";
+    let text =
+        flagship_runtime().replacen(&format!("clientSecret: env:{SET_VAR}"), &format!("clientSecret: {literal}"), 1);
+    write(&dir.path().join("runtime.yaml"), &text.replacen("listen: 127.0.0.1:7400", "listen: 127.0.0.1", 1));
+    for format in ["human", "json"] {
+        let args = ["check", "--project", "project", "--runtime", "runtime.yaml", "--format", format, "--environment"];
+        let out = ctl_in(dir.path(), &args, Some("set"));
+        assert_eq!(code(&out), 1, "{}", printed(&out));
+        let all = printed(&out);
+        assert!(!all.contains(literal), "{format} output shows the secret:\n{all}");
+        assert!(all.contains("a secret must be a reference"), "{all}");
+        assert!(all.contains("runtime.yaml"), "{all}");
+    }
+    let out =
+        ctl_in(dir.path(), &["check", "--project", "project", "--runtime", "runtime.yaml", "--format", "json"], None);
+    assert_eq!(
+        diagnostics(&json(&out)),
+        ["schema.invalid-value runtime.yaml:9:9", "schema.invalid-value runtime.yaml:21:21"]
+    );
+}
+
+#[test]
+fn environment_requires_every_reference_to_resolve() {
+    let dir = workspace("reviewed-notice");
+    write(&dir.path().join("deploy/runtime.yaml"), &flagship_runtime());
+    write(&dir.path().join("deploy/secrets/payload-key"), "0123456789abcdef0123456789abcdef");
+    let args =
+        ["check", "--project", "project", "--runtime", "deploy/runtime.yaml", "--environment", "--format", "json"];
+
+    let out = ctl_in(dir.path(), &args, None);
+    assert_eq!(code(&out), 1, "{}", printed(&out));
+    let found = diagnostics(&json(&out));
+    assert_eq!(found.len(), 4, "the database URL and three client secrets: {found:?}");
+    assert!(found.iter().all(|d| d.starts_with("runtime.secret-unavailable deploy/runtime.yaml:")), "{found:?}");
+    assert!(found.contains(&"runtime.secret-unavailable deploy/runtime.yaml:4:8".to_owned()), "{found:?}");
+
+    let value = "the-value-of-the-variable";
+    let out = ctl_in(dir.path(), &args, Some(value));
+    assert_eq!(code(&out), 0, "{}", printed(&out));
+    assert!(!printed(&out).contains(value));
+
+    // Without --environment, nothing is looked up.
+    let out = ctl_in(dir.path(), &args[..5], None);
+    assert_eq!(code(&out), 0, "{}", printed(&out));
+
+    // A missing file is named by its reference, relative to the runtime file.
+    assert!(std::fs::remove_file(dir.path().join("deploy/secrets/payload-key")).is_ok());
+    let out = ctl_in(dir.path(), &args, Some(value));
+    assert_eq!(code(&out), 1);
+    assert_eq!(diagnostics(&json(&out)), ["runtime.secret-unavailable deploy/runtime.yaml:8:9"]);
+    assert!(printed(&out).contains("`secrets/payload-key`"), "{}", printed(&out));
+}
+
+#[test]
+fn a_missing_runtime_file_exits_3_and_environment_needs_runtime() {
+    let dir = workspace("reviewed-notice");
+    let out = ctl_in(dir.path(), &["check", "--project", "project", "--runtime", "nowhere.yaml"], None);
+    assert_eq!(code(&out), 3, "{}", printed(&out));
+    assert!(printed(&out).contains("nowhere.yaml"), "{}", printed(&out));
+    let out =
+        ctl_in(dir.path(), &["check", "--project", "project", "--runtime", "nowhere.yaml", "--format", "json"], None);
+    assert_eq!(code(&out), 3);
+    assert_eq!(json(&out)["ok"], false);
+    let out = ctl_in(dir.path(), &["check", "--project", "project", "--environment"], None);
+    assert_eq!(code(&out), 2, "--environment without --runtime is a usage error");
+}
