@@ -1,49 +1,9 @@
 //! The real `coordinatorctl` binary: exit codes, reports, and the
 //! `init → check → package` journey a new user follows from the README.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ctl(args: &[&str]) -> Output {
-    match Command::new(env!("CARGO_BIN_EXE_coordinatorctl")).args(args).env("NO_COLOR", "1").output() {
-        Ok(out) => out,
-        Err(e) => panic!("cannot run coordinatorctl: {e}"),
-    }
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    match serde_json::from_slice(&out.stdout) {
-        Ok(v) => v,
-        Err(e) => panic!("not JSON ({e}): {}", stdout(out)),
-    }
-}
-
-fn example(name: &str) -> String {
-    repo().join("examples").join(name).display().to_string()
-}
-
-fn tempdir() -> tempfile::TempDir {
-    match tempfile::tempdir() {
-        Ok(d) => d,
-        Err(e) => panic!("tempdir: {e}"),
-    }
-}
+use support::*;
 
 #[test]
 fn check_accepts_the_flagship_and_prints_its_revision() {

@@ -6,58 +6,19 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use coordinator_core::diagnostic::Position;
 use coordinator_core::yaml::{self, Node, NodeValue};
 use serde_json::{Value, json};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod support;
 
-fn ctl(args: &[&str]) -> Output {
-    match Command::new(env!("CARGO_BIN_EXE_coordinatorctl")).args(args).env("NO_COLOR", "1").output() {
-        Ok(out) => out,
-        Err(e) => panic!("cannot run coordinatorctl: {e}"),
-    }
-}
+use support::*;
 
 fn test_project(dir: &Path, json: bool) -> Output {
     let project = dir.display().to_string();
     if json { ctl(&["test", "--project", &project, "--format", "json"]) } else { ctl(&["test", "--project", &project]) }
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json(out: &Output) -> Value {
-    match serde_json::from_slice(&out.stdout) {
-        Ok(v) => v,
-        Err(e) => panic!("not JSON ({e}): {}{}", stdout(out), stderr(out)),
-    }
-}
-
-fn read(path: &Path) -> String {
-    match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) => panic!("cannot read {}: {e}", path.display()),
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    if let Err(e) = std::fs::write(path, text) {
-        panic!("cannot write {}: {e}", path.display());
-    }
 }
 
 fn tempdir() -> tempfile::TempDir {

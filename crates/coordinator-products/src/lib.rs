@@ -1,0 +1,31 @@
+//! The client side of the product protocol (SPEC §6): what the coordinator's
+//! dispatcher calls for each outbox row. [`ProductClient::call`] runs one attempt
+//! of an operation, [`ProductClient::receipt`] looks up the result of an original
+//! idempotency key, [`ProductClient::observe`] looks at a completion. Each acquires
+//! a fresh credential ([`TokenSource`]) and returns the classified answer the state
+//! machine consumes (`coordinator_core::machine::event`).
+//!
+//! **Architecture invariant:** a lost response after sending is *uncertain*, never
+//! *retryable*. Only a failure before any byte of the request left (no credential,
+//! connection refused, DNS, TLS, connect timeout) or a status the product chose
+//! (429, 503) is a definite "not done"; classifying a lost answer as retryable
+//! would send a mutation twice.
+//!
+//! This crate owns no state and decides nothing about runs. It never logs; secrets
+//! ([`Secret`]) and payloads never appear in a `Debug` or `Display` rendering of
+//! anything it returns ([`Reason`] carries kinds and statuses only).
+
+mod body;
+mod classify;
+mod client;
+mod connection;
+mod endpoint;
+mod secret;
+mod token;
+
+pub use classify::{AnswerKind, BodyFailure, Explained, Reason, UNSENDABLE};
+pub use client::ProductClient;
+pub use connection::{Connection, TokenSource};
+pub use endpoint::{HttpUrl, UrlError};
+pub use secret::Secret;
+pub use token::TokenError;

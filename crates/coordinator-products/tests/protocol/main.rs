@@ -1,0 +1,9 @@
+//! The product protocol's client against small test products: every row of the
+//! SPEC §3 classification, fresh tokens, headers, receipts, observations, and
+//! that no secret, token or payload leaks into anything returned.
+
+mod call;
+mod lookups;
+mod secrets;
+mod support;
+mod token;
