@@ -158,7 +158,8 @@ pub struct Run {
     pub path: Vec<String>,
     /// The state of each entered step.
     pub steps: BTreeMap<String, StepRecord>,
-    /// Timers set, with when they are due.
+    /// Timers set, with when they are due (written as a list of pairs: JSON keys are strings).
+    #[serde(with = "timer_list")]
     pub timers: BTreeMap<Timer, Instant>,
     /// Whether cancellation was requested, and how the run proceeds.
     pub cancel: Option<CancelMode>,
@@ -368,5 +369,45 @@ impl Run {
             }
             Action::Audit { .. } => {}
         }
+    }
+}
+
+/// Serialises the timer map as `[{timer, at}]`, since a JSON object's keys must be strings.
+mod timer_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Instant, Timer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Entry {
+        timer: Timer,
+        at: Instant,
+    }
+
+    pub fn serialize<S: Serializer>(timers: &BTreeMap<Timer, Instant>, s: S) -> Result<S::Ok, S::Error> {
+        let entries: Vec<Entry> = timers.iter().map(|(timer, at)| Entry { timer: timer.clone(), at: *at }).collect();
+        entries.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Timer, Instant>, D::Error> {
+        let entries = Vec::<Entry>::deserialize(d)?;
+        Ok(entries.into_iter().map(|e| (e.timer, e.at)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_round_trips_through_json() {
+        let mut run = Run::new("run-1", "sha256:0", Instant(1_000), serde_json::json!({"a": 1}));
+        run.apply(&Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(5_000) });
+        run.apply(&Action::ScheduleTimer { timer: Timer::Observation { step: "wait".into() }, at: Instant(2_000) });
+        let text = serde_json::to_string(&run);
+        let back: Option<Run> = text.ok().and_then(|t| serde_json::from_str(&t).ok());
+        assert_eq!(back, Some(run));
     }
 }

@@ -1,0 +1,203 @@
+//! Leases: workers claiming due outbox and timer rows, the fencing check that
+//! keeps a worker who lost its lease from applying, and when work is next due.
+//!
+//! A claim sets `lease_owner` and `lease_until` on rows that are due, not
+//! leased (or whose lease expired) and belong to runs without a restore hold.
+//! On PostgreSQL claimers skip each other's rows (`FOR UPDATE SKIP LOCKED`);
+//! on SQLite the claim runs inside `BEGIN IMMEDIATE`, so claimers serialise.
+//! A claim is finished by the decision that deletes its row (through
+//! `Store::apply_fenced`), never here. This module must not change snapshots
+//! or run rows.
+
+use crate::db::{Arg, Dialect, Tx};
+use crate::persist::{parse_timer, timer_key};
+use crate::types::{Claim, RunWork, TimerItem, WorkItem, WorkKind};
+use crate::{Store, StoreError};
+
+const CLAIM_WORK_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2 \
+     WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
+     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) AND NOT r.held \
+     ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) \
+     RETURNING run_id, step, kind, attempt, not_before";
+const CLAIM_WORK_PG: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2 \
+     WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
+     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) AND NOT r.held \
+     ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4 FOR UPDATE OF o SKIP LOCKED) \
+     RETURNING run_id, step, kind, attempt, not_before";
+const CLAIM_TIMERS_SQLITE: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
+     WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
+     WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
+     ORDER BY t.due_at, t.run_id, t.timer LIMIT $4) \
+     RETURNING run_id, timer, due_at";
+const CLAIM_TIMERS_PG: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
+     WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
+     WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
+     ORDER BY t.due_at, t.run_id, t.timer LIMIT $4 FOR UPDATE OF t SKIP LOCKED) \
+     RETURNING run_id, timer, due_at";
+const RELEASE_WORK: &str = "UPDATE outbox SET lease_owner = NULL, lease_until = NULL \
+     WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
+const RELEASE_TIMER: &str = "UPDATE timers SET lease_owner = NULL, lease_until = NULL \
+     WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4";
+const LEASED_WORK_SQLITE: &str = "SELECT 1 FROM outbox \
+     WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
+const LEASED_WORK_PG: &str = "SELECT 1 FROM outbox \
+     WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5 FOR UPDATE";
+const LEASED_TIMER_SQLITE: &str = "SELECT 1 FROM timers \
+     WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4";
+const LEASED_TIMER_PG: &str = "SELECT 1 FROM timers \
+     WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4 FOR UPDATE";
+const NEXT_DUE: &str = "SELECT MIN(due) FROM (\
+     SELECT CASE WHEN o.lease_until IS NULL OR o.lease_until < o.not_before THEN o.not_before \
+     ELSE o.lease_until + 1 END AS due FROM outbox o JOIN runs r ON r.id = o.run_id WHERE NOT r.held \
+     UNION ALL \
+     SELECT CASE WHEN t.lease_until IS NULL OR t.lease_until < t.due_at THEN t.due_at \
+     ELSE t.lease_until + 1 END AS due FROM timers t JOIN runs r ON r.id = t.run_id WHERE NOT r.held\
+     ) AS pending";
+const RUN_OUTBOX: &str = "SELECT step, kind, attempt, not_before FROM outbox WHERE run_id = $1 ORDER BY step, kind";
+const RUN_TIMERS: &str = "SELECT timer, due_at FROM timers WHERE run_id = $1 ORDER BY timer";
+const RUN_AUDIT: &str = "SELECT kind, step, detail FROM audit WHERE run_id = $1 ORDER BY seq";
+
+impl Store {
+    /// Claims up to `limit` due outbox rows for `owner` until `now + lease_ms`:
+    /// rows with `not_before <= now`, no live lease, of runs without a restore
+    /// hold. Ordered by `not_before`.
+    pub async fn claim_work(
+        &self,
+        now: i64,
+        owner: &str,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<WorkItem>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let sql = match tx.dialect() {
+            Dialect::Sqlite => CLAIM_WORK_SQLITE,
+            Dialect::Pg => CLAIM_WORK_PG,
+        };
+        let args: Vec<Arg> =
+            vec![owner.into(), now.saturating_add(lease_ms).into(), now.into(), i64::from(limit).into()];
+        let mut claimed = Vec::new();
+        for row in tx.fetch_all(sql, args).await? {
+            let kind: String = row.get(2)?;
+            let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
+            let item = WorkItem { run_id: row.get(0)?, step: row.get(1)?, kind, attempt: row.get(3)? };
+            claimed.push((row.get::<i64>(4)?, item));
+        }
+        tx.commit().await?;
+        claimed.sort_by(|a, b| (a.0, &a.1.run_id, &a.1.step).cmp(&(b.0, &b.1.run_id, &b.1.step)));
+        Ok(claimed.into_iter().map(|(_, item)| item).collect())
+    }
+
+    /// Claims up to `limit` due timers for `owner` until `now + lease_ms`, like
+    /// [`Store::claim_work`]. Timers of held runs are not claimed (the machine
+    /// ignores them under a hold). Ordered by due time, then SPEC §3 precedence.
+    pub async fn claim_timers(
+        &self,
+        now: i64,
+        owner: &str,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<TimerItem>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let sql = match tx.dialect() {
+            Dialect::Sqlite => CLAIM_TIMERS_SQLITE,
+            Dialect::Pg => CLAIM_TIMERS_PG,
+        };
+        let args: Vec<Arg> =
+            vec![owner.into(), now.saturating_add(lease_ms).into(), now.into(), i64::from(limit).into()];
+        let mut claimed = Vec::new();
+        for row in tx.fetch_all(sql, args).await? {
+            let key: String = row.get(1)?;
+            claimed.push(TimerItem { run_id: row.get(0)?, timer: parse_timer(&key)?, due_at: row.get(2)? });
+        }
+        tx.commit().await?;
+        claimed.sort_by(|a, b| {
+            (a.due_at, a.timer.precedence(), &a.run_id).cmp(&(b.due_at, b.timer.precedence(), &b.run_id))
+        });
+        Ok(claimed)
+    }
+
+    /// Gives a claim back before its lease ends (a worker shutting down).
+    /// Returns whether `owner` still held it.
+    pub async fn release(&self, claim: &Claim, owner: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let released = match claim {
+            Claim::Work(w) => tx.execute(RELEASE_WORK, work_args(w, owner)).await?,
+            Claim::Timer(t) => tx.execute(RELEASE_TIMER, timer_args(t, owner)?).await?,
+        };
+        tx.commit().await?;
+        Ok(released > 0)
+    }
+
+    /// The earliest instant at which a claim could return something (it may be
+    /// in the past: work is due now). `None`: nothing is queued. The engine
+    /// sleeps until then or until it is told of new work.
+    pub async fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        match tx.fetch_optional(NEXT_DUE, Vec::new()).await? {
+            Some(row) => row.get(0),
+            None => Ok(None),
+        }
+    }
+
+    /// The outbox, timer and audit rows of one run (inspection and tests).
+    pub async fn work_of(&self, run_id: &str) -> Result<RunWork, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        let mut work = RunWork::default();
+        for row in tx.fetch_all(RUN_OUTBOX, vec![run_id.into()]).await? {
+            let kind: String = row.get(1)?;
+            let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
+            work.outbox.push((row.get(0)?, kind, row.get(2)?, row.get(3)?));
+        }
+        for row in tx.fetch_all(RUN_TIMERS, vec![run_id.into()]).await? {
+            let key: String = row.get(0)?;
+            work.timers.push((parse_timer(&key)?, row.get(1)?));
+        }
+        for row in tx.fetch_all(RUN_AUDIT, vec![run_id.into()]).await? {
+            work.audit.push((row.get(0)?, row.get(1)?, row.get(2)?));
+        }
+        Ok(work)
+    }
+}
+
+/// Fails with [`StoreError::LeaseLost`] unless the claimed row is still leased
+/// to `owner` (with the same attempt, or the same due time for a timer). On
+/// PostgreSQL the row stays locked until the transaction ends, so no claimer
+/// can take it over between this check and the commit.
+pub(crate) async fn check_lease(tx: &mut Tx, claim: &Claim, owner: &str) -> Result<(), StoreError> {
+    let dialect = tx.dialect();
+    let held = match claim {
+        Claim::Work(w) => {
+            let sql = match dialect {
+                Dialect::Sqlite => LEASED_WORK_SQLITE,
+                Dialect::Pg => LEASED_WORK_PG,
+            };
+            tx.fetch_optional(sql, work_args(w, owner)).await?
+        }
+        Claim::Timer(t) => {
+            let sql = match dialect {
+                Dialect::Sqlite => LEASED_TIMER_SQLITE,
+                Dialect::Pg => LEASED_TIMER_PG,
+            };
+            tx.fetch_optional(sql, timer_args(t, owner)?).await?
+        }
+    };
+    match held {
+        Some(_) => Ok(()),
+        None => Err(StoreError::LeaseLost { what: describe(claim) }),
+    }
+}
+
+fn work_args(w: &WorkItem, owner: &str) -> Vec<Arg> {
+    vec![w.run_id.as_str().into(), w.step.as_str().into(), w.kind.as_str().into(), w.attempt.into(), owner.into()]
+}
+
+fn timer_args(t: &TimerItem, owner: &str) -> Result<Vec<Arg>, StoreError> {
+    Ok(vec![t.run_id.as_str().into(), timer_key(&t.timer)?.into(), t.due_at.into(), owner.into()])
+}
+
+fn describe(claim: &Claim) -> String {
+    match claim {
+        Claim::Work(w) => format!("{} of step {} (attempt {}) of run {}", w.kind.as_str(), w.step, w.attempt, w.run_id),
+        Claim::Timer(t) => format!("timer {:?} of run {}", t.timer, t.run_id),
+    }
+}

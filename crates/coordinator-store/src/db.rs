@@ -1,0 +1,235 @@
+//! The dialect adapter: one connection pool and one transaction type over the
+//! two backends, so every statement of the store is written once.
+//!
+//! It owns connecting (SQLite in WAL mode with a busy timeout, PostgreSQL with a
+//! small pool), how a transaction starts (`BEGIN IMMEDIATE` on SQLite, so a
+//! writer holds the database lock from its first read), binding [`Arg`]s and
+//! decoding columns. It must not know any table: SQL text comes from the
+//! callers, who write `$n` placeholders (SQLite accepts `$NNN` as well).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
+
+use crate::StoreError;
+
+/// How long a SQLite writer waits for the database lock before giving up.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The backend's connection pool.
+#[derive(Debug, Clone)]
+pub(crate) enum Pool {
+    /// An embedded SQLite database file.
+    Sqlite(SqlitePool),
+    /// A PostgreSQL server.
+    Pg(PgPool),
+}
+
+/// Which SQL dialect a statement is written in, where the two differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// SQLite.
+    Sqlite,
+    /// PostgreSQL.
+    Pg,
+}
+
+impl Pool {
+    /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`.
+    pub(crate) async fn connect(url: &str) -> Result<Pool, StoreError> {
+        if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(db)?
+                .journal_mode(SqliteJournalMode::Wal)
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                .foreign_keys(true);
+            let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db)?;
+            Ok(Pool::Sqlite(pool))
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            let pool = PgPoolOptions::new().max_connections(10).connect(url).await.map_err(db)?;
+            Ok(Pool::Pg(pool))
+        } else {
+            Err(StoreError::UnsupportedUrl(url.split(':').next().unwrap_or_default().to_owned()))
+        }
+    }
+
+    /// Starts a transaction that can write.
+    pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
+        match self {
+            Pool::Sqlite(p) => Ok(Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await.map_err(db)?)),
+            Pool::Pg(p) => Ok(Tx::Pg(p.begin().await.map_err(db)?)),
+        }
+    }
+
+    /// Starts a transaction that only reads (on SQLite it takes no write lock).
+    pub(crate) async fn begin_read(&self) -> Result<Tx, StoreError> {
+        match self {
+            Pool::Sqlite(p) => Ok(Tx::Sqlite(p.begin().await.map_err(db)?)),
+            Pool::Pg(p) => Ok(Tx::Pg(p.begin().await.map_err(db)?)),
+        }
+    }
+
+    /// Closes every connection.
+    pub(crate) async fn close(&self) {
+        match self {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Pg(p) => p.close().await,
+        }
+    }
+}
+
+/// A value bound to a `$n` placeholder.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    Text(String),
+    MaybeText(Option<String>),
+    Int(i64),
+    MaybeInt(Option<i64>),
+    Flag(bool),
+    Bytes(Vec<u8>),
+}
+
+impl From<&str> for Arg {
+    fn from(v: &str) -> Arg {
+        Arg::Text(v.to_owned())
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Arg {
+        Arg::Text(v)
+    }
+}
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Arg {
+        Arg::MaybeText(v.map(str::to_owned))
+    }
+}
+impl From<i64> for Arg {
+    fn from(v: i64) -> Arg {
+        Arg::Int(v)
+    }
+}
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Arg {
+        Arg::MaybeInt(v)
+    }
+}
+impl From<bool> for Arg {
+    fn from(v: bool) -> Arg {
+        Arg::Flag(v)
+    }
+}
+impl From<&[u8]> for Arg {
+    fn from(v: &[u8]) -> Arg {
+        Arg::Bytes(v.to_vec())
+    }
+}
+
+/// Binds every argument in order, for either backend's query type.
+macro_rules! bind_all {
+    ($sql:expr, $args:expr) => {{
+        let mut q = sqlx::query($sql);
+        for arg in $args {
+            q = match arg {
+                Arg::Text(v) => q.bind(v),
+                Arg::MaybeText(v) => q.bind(v),
+                Arg::Int(v) => q.bind(v),
+                Arg::MaybeInt(v) => q.bind(v),
+                Arg::Flag(v) => q.bind(v),
+                Arg::Bytes(v) => q.bind(v),
+            };
+        }
+        q
+    }};
+}
+
+/// An open transaction. Dropping it without [`Tx::commit`] rolls it back.
+pub(crate) enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Pg(Transaction<'static, Postgres>),
+}
+
+impl Tx {
+    /// The dialect, for the few statements written twice.
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            Tx::Sqlite(_) => Dialect::Sqlite,
+            Tx::Pg(_) => Dialect::Pg,
+        }
+    }
+
+    /// Runs a statement; returns the number of rows it changed.
+    pub(crate) async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
+        match self {
+            Tx::Sqlite(tx) => Ok(bind_all!(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
+            Tx::Pg(tx) => Ok(bind_all!(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
+        }
+    }
+
+    /// Runs a query returning at most one row.
+    pub(crate) async fn fetch_optional(
+        &mut self,
+        sql: &'static str,
+        args: Vec<Arg>,
+    ) -> Result<Option<Row>, StoreError> {
+        match self {
+            Tx::Sqlite(tx) => Ok(bind_all!(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Sqlite)),
+            Tx::Pg(tx) => Ok(bind_all!(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
+        }
+    }
+
+    /// Runs a query returning any number of rows.
+    pub(crate) async fn fetch_all(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Row>, StoreError> {
+        match self {
+            Tx::Sqlite(tx) => {
+                Ok(bind_all!(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Sqlite).collect())
+            }
+            Tx::Pg(tx) => {
+                Ok(bind_all!(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Pg).collect())
+            }
+        }
+    }
+
+    /// Commits.
+    pub(crate) async fn commit(self) -> Result<(), StoreError> {
+        match self {
+            Tx::Sqlite(tx) => tx.commit().await.map_err(db),
+            Tx::Pg(tx) => tx.commit().await.map_err(db),
+        }
+    }
+}
+
+/// A result row of either backend.
+pub(crate) enum Row {
+    Sqlite(SqliteRow),
+    Pg(PgRow),
+}
+
+impl Row {
+    /// The value of column `index`, decoded as `T`; a type mismatch means the
+    /// schema is not what this code expects.
+    pub(crate) fn get<T>(&self, index: usize) -> Result<T, StoreError>
+    where
+        T: for<'r> Decode<'r, Sqlite> + Type<Sqlite> + for<'r> Decode<'r, Postgres> + Type<Postgres>,
+    {
+        let decoded = match self {
+            Row::Sqlite(r) => r.try_get::<T, _>(index),
+            Row::Pg(r) => r.try_get::<T, _>(index),
+        };
+        decoded.map_err(|e| StoreError::Corrupt(format!("column {index}: {e}")))
+    }
+}
+
+/// A database error as the store reports it: a unique-constraint violation is
+/// a [`StoreError::Conflict`], anything else [`StoreError::Database`].
+pub(crate) fn db(e: sqlx::Error) -> StoreError {
+    if let Some(d) = e.as_database_error()
+        && d.is_unique_violation()
+    {
+        return StoreError::Conflict { what: d.message().to_owned() };
+    }
+    StoreError::Database(e.to_string())
+}

@@ -1,0 +1,117 @@
+//! The durable store of Coordinator: packages, runs, the outbox, timers and the
+//! audit journal, on SQLite (embedded, WAL; the default for `coordinator dev`)
+//! or PostgreSQL (production; several coordinator processes share one).
+//!
+//! [`Store`] is one concrete type over both backends (an enum inside, see
+//! `db`), not a trait: the two backends share every statement except a lock
+//! clause, so one implementation with a dialect switch is shorter than two
+//! implementations of a trait, and callers need no generics or boxing. An
+//! in-memory store for engine tests can still sit behind a trait the engine
+//! defines over this type.
+//!
+//! The store decides nothing and reads no clock: the caller hands in `now`,
+//! and a decision arrives as a closure that runs inside the run's transaction
+//! (lock, decide, persist, commit — SPEC §5). Snapshots are opaque bytes.
+//!
+//! Modules: `db` (dialect adapter), `persist` (action → SQL), `runs`
+//! (admission, apply, reads), `claims` (leases on outbox and timer rows),
+//! `types` (interface values).
+
+mod claims;
+mod db;
+mod persist;
+mod runs;
+mod types;
+
+use std::borrow::Cow;
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+pub use types::{
+    Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, RunWork, TimerItem, WorkItem,
+    WorkKind,
+};
+
+/// What can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The run row changed under the decision (its version moved): everything was rolled back.
+    #[error("run {run_id} changed under the decision (expected version {expected})")]
+    Stale {
+        /// The run.
+        run_id: String,
+        /// The version the decision was made on.
+        expected: i64,
+    },
+    /// A row that must be unique already exists with other content.
+    #[error("conflict: {what}")]
+    Conflict {
+        /// What collided.
+        what: String,
+    },
+    /// The idempotency key was used before with another revision or input (`idempotency.key-reused`).
+    #[error("idempotency key reused by run {run_id} with another revision or input")]
+    KeyReused {
+        /// The run admitted with the key.
+        run_id: String,
+    },
+    /// A row the operation needs does not exist.
+    #[error("not found: {what}")]
+    NotFound {
+        /// What is missing.
+        what: String,
+    },
+    /// The claim's lease was taken over or its row changed: the decision was not applied.
+    #[error("lease lost on {what}")]
+    LeaseLost {
+        /// The claim.
+        what: String,
+    },
+    /// The caller's decide closure failed: nothing was written.
+    #[error("decision rejected: {0}")]
+    Rejected(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The URL names no supported backend.
+    #[error("unsupported database URL scheme `{0}` (use sqlite: or postgres:)")]
+    UnsupportedUrl(String),
+    /// The database failed or refused a statement.
+    #[error("database: {0}")]
+    Database(String),
+    /// A stored value cannot be read back: the schema or data is not what this version wrote.
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+}
+
+/// The store: a connection pool to one database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: db::Pool,
+}
+
+impl Store {
+    /// Connects to `sqlite://path?mode=rwc` (WAL mode) or `postgres://…`.
+    /// Does not migrate: call [`Store::migrate`].
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        Ok(Store { pool: db::Pool::connect(url).await? })
+    }
+
+    /// Brings the schema up to date. Idempotent.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let (sql, dialect) = match &self.pool {
+            db::Pool::Sqlite(_) => (include_str!("../migrations/sqlite/0001_init.sql"), "sqlite"),
+            db::Pool::Pg(_) => (include_str!("../migrations/pg/0001_init.sql"), "pg"),
+        };
+        let init = Migration::new(1, Cow::Borrowed("init"), MigrationType::Simple, sql.into_sql_str(), false);
+        let migrator = Migrator::with_migrations(vec![init]);
+        let result = match &self.pool {
+            db::Pool::Sqlite(p) => migrator.run(p).await,
+            db::Pool::Pg(p) => migrator.run(p).await,
+        };
+        result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))
+    }
+
+    /// Closes every connection (waits for those in use to be returned).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,183 @@
+//! Actions → SQL: what each decided [`Action`] writes, inside the event's
+//! transaction, on either backend.
+//!
+//! [`writes`] is the one table of the mapping: an exhaustive `match` over
+//! `Action` (no `_ =>` arm, so a new action breaks the build here). Actions that
+//! only change the snapshot write no row of their own; the snapshot itself is
+//! written by the caller with the run row. This module must not decide
+//! anything, read a clock, or touch the run row.
+//!
+//! Deletes that match no row are not stale: the machine may end work the store
+//! never queued (a `RecordEffect` for a call settled by a receipt, a
+//! `ResolveWait` of a wait-until, which has no observation row). Staleness is
+//! caught by the run row's version, which every apply checks.
+
+use coordinator_core::machine::action::{Action, AuditKind};
+use coordinator_core::machine::event::Timer;
+
+use crate::StoreError;
+use crate::db::{Arg, Tx};
+use crate::types::WorkKind;
+
+/// One row-level write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Write<'a> {
+    /// Upsert the outbox row of (step, kind), clearing any lease; due at once when `not_before` is `None`.
+    QueueWork { step: &'a str, kind: WorkKind, attempt: i64, not_before: Option<i64> },
+    /// Delete the outbox row of (step, kind); only with this attempt when given.
+    FinishWork { step: &'a str, kind: WorkKind, attempt: Option<i64> },
+    /// Upsert a timer, clearing any lease.
+    SetTimer { timer: &'a Timer, due_at: i64 },
+    /// Delete a timer.
+    ClearTimer { timer: &'a Timer },
+    /// Delete every outbox and timer row of the run.
+    EndWork,
+    /// Append an audit entry.
+    Journal { kind: AuditKind, step: Option<&'a str>, detail: &'a str },
+}
+
+/// The writes of one action.
+pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
+    use Write::*;
+    match action {
+        Action::Dispatch { step, attempt, not_before } => {
+            vec![QueueWork {
+                step,
+                kind: WorkKind::Attempt,
+                attempt: i64::from(*attempt),
+                not_before: Some(not_before.0),
+            }]
+        }
+        Action::RecordEffect { step, attempt, .. } => vec![
+            FinishWork { step, kind: WorkKind::Attempt, attempt: Some(i64::from(*attempt)) },
+            // A found receipt settles the call through RecordEffect: its lookup is done too.
+            FinishWork { step, kind: WorkKind::Receipt, attempt: None },
+        ],
+        // A receipt lookup has no attempt of its own; its lease owner alone fences it.
+        Action::RequestReceipt { step } => {
+            vec![QueueWork { step, kind: WorkKind::Receipt, attempt: 0, not_before: None }]
+        }
+        Action::RecordReceipt { step, .. } => vec![FinishWork { step, kind: WorkKind::Receipt, attempt: None }],
+        Action::Observe { step, seq, at } => {
+            vec![QueueWork { step, kind: WorkKind::Observation, attempt: i64::from(*seq), not_before: Some(at.0) }]
+        }
+        Action::RecordObservation { step, .. } | Action::ResolveWait { step, .. } => {
+            vec![FinishWork { step, kind: WorkKind::Observation, attempt: None }]
+        }
+        Action::ScheduleTimer { timer, at } => vec![SetTimer { timer, due_at: at.0 }],
+        Action::CancelTimer { timer } => vec![ClearTimer { timer }],
+        Action::EndRun { .. } => vec![EndWork],
+        Action::Audit { kind, step, detail } => vec![Journal { kind: *kind, step: step.as_deref(), detail }],
+        Action::EnterStep { .. }
+        | Action::PrepareCommand { .. }
+        | Action::StartWait { .. }
+        | Action::StartTimer { .. }
+        | Action::EnterAttention { .. }
+        | Action::LeaveAttention
+        | Action::RequestCancel { .. }
+        | Action::PlaceHold
+        | Action::ReleaseHold => Vec::new(),
+    }
+}
+
+/// The spelling of an audit kind in the `kind` column.
+pub(crate) fn audit_kind(kind: AuditKind) -> &'static str {
+    match kind {
+        AuditKind::Admission => "admission",
+        AuditKind::Decision => "decision",
+        AuditKind::Dispatch => "dispatch",
+        AuditKind::Classification => "classification",
+        AuditKind::Operator => "operator",
+        AuditKind::Hold => "hold",
+    }
+}
+
+/// The canonical JSON of a timer: its key in the `timers` table.
+pub(crate) fn timer_key(timer: &Timer) -> Result<String, StoreError> {
+    serde_json_canonicalizer::to_string(timer).map_err(|e| StoreError::Corrupt(format!("timer {timer:?}: {e}")))
+}
+
+/// Reads a timer key back.
+pub(crate) fn parse_timer(key: &str) -> Result<Timer, StoreError> {
+    serde_json::from_str(key).map_err(|e| StoreError::Corrupt(format!("timer {key}: {e}")))
+}
+
+const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until) \
+     VALUES ($1, $2, $3, $4, $5, NULL, NULL) \
+     ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL";
+const FINISH_WORK: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3";
+const FINISH_ATTEMPT: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4";
+const SET_TIMER: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
+     VALUES ($1, $2, $3, NULL, NULL) \
+     ON CONFLICT (run_id, timer) DO UPDATE SET due_at = excluded.due_at, lease_owner = NULL, lease_until = NULL";
+const CLEAR_TIMER: &str = "DELETE FROM timers WHERE run_id = $1 AND timer = $2";
+const END_OUTBOX: &str = "DELETE FROM outbox WHERE run_id = $1";
+const END_TIMERS: &str = "DELETE FROM timers WHERE run_id = $1";
+const JOURNAL: &str = "INSERT INTO audit (run_id, at, kind, step, detail) VALUES ($1, $2, $3, $4, $5)";
+
+/// Persists every action of a decision, in order, inside `tx`.
+pub(crate) async fn persist(tx: &mut Tx, run_id: &str, at: i64, actions: &[Action]) -> Result<(), StoreError> {
+    for action in actions {
+        for write in writes(action) {
+            execute(tx, run_id, at, write).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result<(), StoreError> {
+    let run: Arg = run_id.into();
+    match write {
+        Write::QueueWork { step, kind, attempt, not_before } => {
+            let not_before = not_before.unwrap_or(at);
+            tx.execute(QUEUE_WORK, vec![run, step.into(), kind.as_str().into(), attempt.into(), not_before.into()])
+                .await?;
+        }
+        Write::FinishWork { step, kind, attempt: None } => {
+            tx.execute(FINISH_WORK, vec![run, step.into(), kind.as_str().into()]).await?;
+        }
+        Write::FinishWork { step, kind, attempt: Some(attempt) } => {
+            tx.execute(FINISH_ATTEMPT, vec![run, step.into(), kind.as_str().into(), attempt.into()]).await?;
+        }
+        Write::SetTimer { timer, due_at } => {
+            tx.execute(SET_TIMER, vec![run, timer_key(timer)?.into(), due_at.into()]).await?;
+        }
+        Write::ClearTimer { timer } => {
+            tx.execute(CLEAR_TIMER, vec![run, timer_key(timer)?.into()]).await?;
+        }
+        Write::EndWork => {
+            tx.execute(END_OUTBOX, vec![run.clone()]).await?;
+            tx.execute(END_TIMERS, vec![run]).await?;
+        }
+        Write::Journal { kind, step, detail } => {
+            tx.execute(JOURNAL, vec![run, at.into(), audit_kind(kind).into(), step.into(), detail.into()]).await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use coordinator_core::machine::time::Instant;
+
+    use super::*;
+
+    #[test]
+    fn timer_keys_are_canonical_and_round_trip() {
+        let timer = Timer::WaitTimeout { step: "wait-review".into() };
+        let key = timer_key(&timer).unwrap_or_default();
+        assert_eq!(key, r#"{"step":"wait-review","type":"wait-timeout"}"#);
+        assert_eq!(parse_timer(&key).ok(), Some(timer));
+    }
+
+    #[test]
+    fn snapshot_only_actions_write_nothing() {
+        assert!(writes(&Action::LeaveAttention).is_empty());
+        let dispatch = Action::Dispatch { step: "s".into(), attempt: 2, not_before: Instant(7) };
+        assert_eq!(
+            writes(&dispatch),
+            vec![Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: Some(7) }]
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! Packages and runs: storing and activating packages, admitting a run with its
+//! first transition, applying a decision under the run lock, and reading runs.
+//!
+//! Every change to a run goes through one transaction: lock the run row, call
+//! the caller's decide closure on the snapshot, persist the actions
+//! (`persist`), update the run row where its version is still the one decided
+//! on, commit. This module must not interpret snapshots or actions; it only
+//! moves them.
+
+use coordinator_core::model::run::RunState;
+
+use crate::db::{Arg, Dialect, Row, Tx};
+use crate::persist::persist;
+use crate::types::{Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow};
+use crate::{Store, StoreError, claims};
+
+/// How often an admission re-reads after losing an insert race before giving up.
+const ADMISSION_ROUNDS: usize = 3;
+
+const PUT_PACKAGE: &str = "INSERT INTO packages (revision, workflow, digest, bytes) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (revision) DO NOTHING";
+const PACKAGE: &str = "SELECT revision, workflow, digest, bytes FROM packages WHERE revision = $1";
+const ACTIVATE: &str = "INSERT INTO active_revisions (workflow, revision) VALUES ($1, $2) \
+     ON CONFLICT (workflow) DO UPDATE SET revision = excluded.revision";
+const ACTIVE: &str = "SELECT revision FROM active_revisions WHERE workflow = $1";
+
+const FIND_KEY: &str = "SELECT id, revision, input_digest FROM runs \
+     WHERE owner = $1 AND workflow = $2 AND idempotency_key = $3";
+const INSERT_RUN: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, \
+     held, admitted_at, updated_at, version, snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10) \
+     ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id";
+const LOCK_RUN_SQLITE: &str = "SELECT version, snapshot FROM runs WHERE id = $1";
+const LOCK_RUN_PG: &str = "SELECT version, snapshot FROM runs WHERE id = $1 FOR UPDATE";
+const UPDATE_RUN: &str = "UPDATE runs SET snapshot = $1, state = $2, held = $3, updated_at = $4, \
+     version = version + 1 WHERE id = $5 AND version = $6";
+const LOAD_RUN: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
+     admitted_at, updated_at, version, snapshot FROM runs WHERE id = $1";
+const LIST_RUNS: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
+     admitted_at, updated_at, version, snapshot FROM runs \
+     WHERE ($1 IS NULL OR workflow = $1) AND ($2 IS NULL OR state = $2) AND ($3 IS NULL OR owner = $3) \
+     AND ($4 IS NULL OR admitted_at > $4 OR (admitted_at = $4 AND id > $5)) \
+     ORDER BY admitted_at, id LIMIT $6";
+
+impl Store {
+    /// Stores a package. Storing the same revision again is a no-op; the same
+    /// revision with another digest is a [`StoreError::Conflict`].
+    pub async fn put_package(&self, package: &Package) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let args: Vec<Arg> = vec![
+            package.revision.as_str().into(),
+            package.workflow.as_str().into(),
+            package.digest.as_str().into(),
+            package.bytes.as_slice().into(),
+        ];
+        if tx.execute(PUT_PACKAGE, args).await? == 0 {
+            let stored = fetch_package(&mut tx, &package.revision).await?;
+            if stored.as_ref().map(|p| (&p.workflow, &p.digest)) != Some((&package.workflow, &package.digest)) {
+                return Err(StoreError::Conflict {
+                    what: format!("package {} with another content", package.revision),
+                });
+            }
+        }
+        tx.commit().await
+    }
+
+    /// A stored package.
+    pub async fn package(&self, revision: &str) -> Result<Option<Package>, StoreError> {
+        fetch_package(&mut self.pool.begin_read().await?, revision).await
+    }
+
+    /// Makes a stored revision the one new admissions of its workflow get.
+    pub async fn activate(&self, workflow: &str, revision: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        match fetch_package(&mut tx, revision).await? {
+            None => return Err(StoreError::NotFound { what: format!("package {revision}") }),
+            Some(p) if p.workflow != workflow => {
+                return Err(StoreError::Conflict {
+                    what: format!("revision {revision} is of workflow {}", p.workflow),
+                });
+            }
+            Some(_) => {}
+        }
+        tx.execute(ACTIVATE, vec![workflow.into(), revision.into()]).await?;
+        tx.commit().await
+    }
+
+    /// The active revision of a workflow.
+    pub async fn active(&self, workflow: &str) -> Result<Option<String>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        tx.fetch_optional(ACTIVE, vec![workflow.into()]).await?.map(|r| r.get(0)).transpose()
+    }
+
+    /// Admits a run with its first transition, in one transaction (SPEC §3).
+    ///
+    /// With an idempotency key already used by the same owner for the same
+    /// workflow: the same revision and input digest give that run
+    /// ([`Admission::Existing`], nothing written); another revision or input is
+    /// [`StoreError::KeyReused`]. Otherwise the run row is inserted with the
+    /// snapshot `first` returns and its actions are persisted, so a run never
+    /// exists without its first work. `first` is called at most once, and only
+    /// when the run is created.
+    pub async fn admit<E>(
+        &self,
+        new: &NewRun,
+        first: impl FnOnce() -> Result<Decision, E>,
+    ) -> Result<Admission, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut first = Some(first);
+        let mut decision: Option<Decision> = None;
+        for _ in 0..ADMISSION_ROUNDS {
+            let mut tx = self.pool.begin().await?;
+            if let Some(existing) = find_key(&mut tx, new).await? {
+                return existing;
+            }
+            let decision = match (decision.as_ref(), first.take()) {
+                (Some(d), _) => d,
+                (None, Some(f)) => decision.insert(f().map_err(|e| StoreError::Rejected(e.into()))?),
+                (None, None) => unreachable!("the first decision is computed before `first` is taken"),
+            };
+            let args: Vec<Arg> = vec![
+                new.id.as_str().into(),
+                new.workflow.as_str().into(),
+                new.revision.as_str().into(),
+                new.owner.as_str().into(),
+                new.idempotency_key.as_deref().into(),
+                new.input_digest.as_str().into(),
+                decision.state.as_str().into(),
+                decision.held.into(),
+                new.admitted_at.into(),
+                decision.snapshot.as_slice().into(),
+            ];
+            // No row back: a concurrent admission with the same key committed first. Read it.
+            if tx.fetch_optional(INSERT_RUN, args).await?.is_none() {
+                continue;
+            }
+            persist(&mut tx, &new.id, new.admitted_at, &decision.actions).await?;
+            tx.commit().await?;
+            return Ok(Admission::Created(new.id.clone()));
+        }
+        Err(StoreError::Conflict { what: format!("idempotency key of run {} kept changing hands", new.id) })
+    }
+
+    /// Applies one decision to a run: lock, decide on the stored snapshot,
+    /// persist the actions, bump the version, commit. Returns the new version.
+    /// If anything fails (the closure, a write, a moved version) nothing is written.
+    pub async fn apply<E>(
+        &self,
+        run_id: &str,
+        at: i64,
+        decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
+    ) -> Result<i64, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.apply_in(run_id, at, None, None, decide).await
+    }
+
+    /// [`Store::apply`] for a caller that read the run at `version` earlier
+    /// (an operator's `If-Match`): [`StoreError::Stale`] if it moved since.
+    pub async fn apply_expecting<E>(
+        &self,
+        run_id: &str,
+        version: i64,
+        at: i64,
+        decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
+    ) -> Result<i64, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.apply_in(run_id, at, Some(version), None, decide).await
+    }
+
+    /// [`Store::apply`] for a worker reporting on a claim: inside the run's
+    /// transaction, the claimed row must still be leased to `owner` (and, for
+    /// outbox work, carry the same attempt), or the decision is not applied
+    /// ([`StoreError::LeaseLost`]). An expired lease nobody took over still counts.
+    pub async fn apply_fenced<E>(
+        &self,
+        claim: &Claim,
+        owner: &str,
+        at: i64,
+        decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
+    ) -> Result<i64, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let run_id = match claim {
+            Claim::Work(w) => &w.run_id,
+            Claim::Timer(t) => &t.run_id,
+        };
+        self.apply_in(run_id, at, None, Some((claim, owner)), decide).await
+    }
+
+    async fn apply_in<E>(
+        &self,
+        run_id: &str,
+        at: i64,
+        expected: Option<i64>,
+        fence: Option<(&Claim, &str)>,
+        decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
+    ) -> Result<i64, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut tx = self.pool.begin().await?;
+        let lock = match tx.dialect() {
+            Dialect::Sqlite => LOCK_RUN_SQLITE,
+            Dialect::Pg => LOCK_RUN_PG,
+        };
+        let Some(row) = tx.fetch_optional(lock, vec![run_id.into()]).await? else {
+            return Err(StoreError::NotFound { what: format!("run {run_id}") });
+        };
+        let (version, snapshot): (i64, Vec<u8>) = (row.get(0)?, row.get(1)?);
+        if let Some((claim, owner)) = fence {
+            claims::check_lease(&mut tx, claim, owner).await?;
+        }
+        let decision = decide(&snapshot).map_err(|e| StoreError::Rejected(e.into()))?;
+        persist(&mut tx, run_id, at, &decision.actions).await?;
+        let expected = expected.unwrap_or(version);
+        let args: Vec<Arg> = vec![
+            decision.snapshot.as_slice().into(),
+            decision.state.as_str().into(),
+            decision.held.into(),
+            at.into(),
+            run_id.into(),
+            expected.into(),
+        ];
+        if tx.execute(UPDATE_RUN, args).await? == 0 {
+            // Dropping the transaction rolls back the actions persisted above.
+            return Err(StoreError::Stale { run_id: run_id.to_owned(), expected });
+        }
+        tx.commit().await?;
+        Ok(expected + 1)
+    }
+
+    /// A run's row.
+    pub async fn load(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        tx.fetch_optional(LOAD_RUN, vec![run_id.into()]).await?.map(|r| run_row(&r)).transpose()
+    }
+
+    /// Runs matching `filter`, oldest first, `limit` at a time, after `cursor`.
+    /// The cursor is stable: runs admitted later never shift earlier pages.
+    pub async fn list_runs(&self, filter: &RunFilter, cursor: Option<&Cursor>, limit: u32) -> Result<Page, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        let args: Vec<Arg> = vec![
+            filter.workflow.as_deref().into(),
+            filter.state.map(RunState::as_str).into(),
+            filter.owner.as_deref().into(),
+            cursor.map(|c| c.admitted_at).into(),
+            cursor.map(|c| c.id.as_str()).into(),
+            i64::from(limit).into(),
+        ];
+        let runs = tx.fetch_all(LIST_RUNS, args).await?.iter().map(run_row).collect::<Result<Vec<_>, _>>()?;
+        let full = runs.len() >= usize::try_from(limit).unwrap_or(usize::MAX) && limit > 0;
+        let next =
+            if full { runs.last().map(|r| Cursor { admitted_at: r.admitted_at, id: r.id.clone() }) } else { None };
+        Ok(Page { runs, next })
+    }
+}
+
+/// Looks up an earlier admission with the same key: its outcome, if there is one.
+async fn find_key(tx: &mut Tx, new: &NewRun) -> Result<Option<Result<Admission, StoreError>>, StoreError> {
+    let Some(key) = new.idempotency_key.as_deref() else { return Ok(None) };
+    let args: Vec<Arg> = vec![new.owner.as_str().into(), new.workflow.as_str().into(), key.into()];
+    let Some(row) = tx.fetch_optional(FIND_KEY, args).await? else { return Ok(None) };
+    let (id, revision, input_digest): (String, String, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
+    if revision == new.revision && input_digest == new.input_digest {
+        Ok(Some(Ok(Admission::Existing(id))))
+    } else {
+        Ok(Some(Err(StoreError::KeyReused { run_id: id })))
+    }
+}
+
+async fn fetch_package(tx: &mut Tx, revision: &str) -> Result<Option<Package>, StoreError> {
+    let Some(row) = tx.fetch_optional(PACKAGE, vec![revision.into()]).await? else { return Ok(None) };
+    Ok(Some(Package { revision: row.get(0)?, workflow: row.get(1)?, digest: row.get(2)?, bytes: row.get(3)? }))
+}
+
+fn run_row(row: &Row) -> Result<RunRow, StoreError> {
+    let state: String = row.get(6)?;
+    let Some(state) = RunState::ALL.into_iter().find(|s| s.as_str() == state) else {
+        return Err(StoreError::Corrupt(format!("unknown run state `{state}`")));
+    };
+    Ok(RunRow {
+        id: row.get(0)?,
+        workflow: row.get(1)?,
+        revision: row.get(2)?,
+        owner: row.get(3)?,
+        idempotency_key: row.get(4)?,
+        input_digest: row.get(5)?,
+        state,
+        held: row.get(7)?,
+        admitted_at: row.get(8)?,
+        updated_at: row.get(9)?,
+        version: row.get(10)?,
+        snapshot: row.get(11)?,
+    })
+}

@@ -1,0 +1,205 @@
+//! The values that cross the store's interface: what a caller hands in (a new
+//! run, a decision) and what it gets back (rows, claims, pages).
+//!
+//! Plain data only; no SQL and no decisions live here.
+
+use coordinator_core::machine::action::Action;
+use coordinator_core::machine::event::Timer;
+use coordinator_core::model::run::RunState;
+
+/// A package as stored: the sealed bytes of one revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Package {
+    /// The revision id (content-derived, unique).
+    pub revision: String,
+    /// The workflow it is a revision of.
+    pub workflow: String,
+    /// The digest of `bytes`.
+    pub digest: String,
+    /// The package bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// A run about to be admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRun {
+    /// The run id (UUIDv7 text).
+    pub id: String,
+    /// The workflow.
+    pub workflow: String,
+    /// The revision it is pinned to.
+    pub revision: String,
+    /// The admitting subject.
+    pub owner: String,
+    /// The caller's idempotency key, scoped to owner and workflow.
+    pub idempotency_key: Option<String>,
+    /// The digest of the validated input (compared on a repeated key).
+    pub input_digest: String,
+    /// When it is admitted, in ms since the epoch.
+    pub admitted_at: i64,
+}
+
+/// What a decision changes: the actions to persist and the run after them.
+///
+/// The snapshot is opaque to the store (the service seals the JSON of
+/// `machine::run::Run`); `state` and `held` are copied into columns for listing
+/// and claiming, so they must agree with the snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The actions, in the order the machine emitted them.
+    pub actions: Vec<Action>,
+    /// The run's new snapshot.
+    pub snapshot: Vec<u8>,
+    /// The run's state after the actions.
+    pub state: RunState,
+    /// Whether a restore hold is placed after the actions.
+    pub held: bool,
+}
+
+/// What became of an admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The run was created with its first transition.
+    Created(String),
+    /// The same key, revision and input were admitted before: that run.
+    Existing(String),
+}
+
+impl Admission {
+    /// The run id, whichever it is.
+    pub fn run_id(&self) -> &str {
+        match self {
+            Admission::Created(id) | Admission::Existing(id) => id,
+        }
+    }
+}
+
+/// A run row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    /// The run id.
+    pub id: String,
+    /// The workflow.
+    pub workflow: String,
+    /// The pinned revision.
+    pub revision: String,
+    /// The admitting subject.
+    pub owner: String,
+    /// The idempotency key it was admitted with.
+    pub idempotency_key: Option<String>,
+    /// The digest of its input.
+    pub input_digest: String,
+    /// Its state (denormalised from the snapshot).
+    pub state: RunState,
+    /// Whether a restore hold is placed (denormalised from the snapshot).
+    pub held: bool,
+    /// Admission time, ms.
+    pub admitted_at: i64,
+    /// Last change, ms.
+    pub updated_at: i64,
+    /// Bumped by every applied decision (1 after admission).
+    pub version: i64,
+    /// The opaque snapshot.
+    pub snapshot: Vec<u8>,
+}
+
+/// Which runs to list; `None` matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only this workflow.
+    pub workflow: Option<String>,
+    /// Only this state.
+    pub state: Option<RunState>,
+    /// Only runs of this owner.
+    pub owner: Option<String>,
+}
+
+/// Where a page of runs continues: after this (admitted_at, id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    /// Admission time of the last run of the previous page.
+    pub admitted_at: i64,
+    /// Its id (breaks ties between runs admitted in the same millisecond).
+    pub id: String,
+}
+
+/// One page of runs, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The runs.
+    pub runs: Vec<RunRow>,
+    /// The cursor of the next page, if this one was full.
+    pub next: Option<Cursor>,
+}
+
+/// What an outbox row asks a worker to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkKind {
+    /// Send an attempt of a call.
+    Attempt,
+    /// Look up a call's receipt.
+    Receipt,
+    /// Observe a wait-for's completion.
+    Observation,
+}
+
+impl WorkKind {
+    /// The spelling in the `kind` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkKind::Attempt => "attempt",
+            WorkKind::Receipt => "receipt",
+            WorkKind::Observation => "observation",
+        }
+    }
+
+    /// Reads the `kind` column.
+    pub fn parse(text: &str) -> Option<WorkKind> {
+        [WorkKind::Attempt, WorkKind::Receipt, WorkKind::Observation].into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+/// An outbox row claimed by a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkItem {
+    /// The run.
+    pub run_id: String,
+    /// The step.
+    pub step: String,
+    /// What to do.
+    pub kind: WorkKind,
+    /// The fencing token: the attempt number (the sequence number of an observation; 0 for a receipt).
+    pub attempt: i64,
+}
+
+/// A timer row claimed by a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TimerItem {
+    /// The run.
+    pub run_id: String,
+    /// Which timer.
+    pub timer: Timer,
+    /// When it is due, ms.
+    pub due_at: i64,
+}
+
+/// A claim whose lease must still be held for a decision to be applied
+/// ([`crate::Store::apply_fenced`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// An outbox row.
+    Work(WorkItem),
+    /// A timer row.
+    Timer(TimerItem),
+}
+
+/// The outbox and timer rows of one run, for inspection and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunWork {
+    /// Outbox rows: (step, kind, attempt, not_before), ordered by step and kind.
+    pub outbox: Vec<(String, WorkKind, i64, i64)>,
+    /// Timers and when they are due, ordered by timer.
+    pub timers: Vec<(Timer, i64)>,
+    /// Audit rows: (kind, step, detail), in journal order.
+    pub audit: Vec<(String, Option<String>, String)>,
+}

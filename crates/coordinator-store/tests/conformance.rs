@@ -1,0 +1,339 @@
+//! The store's contract, one suite run against both backends: every behaviour
+//! below is an `async fn(&Store)`, and `conformance!` gives each a driver on a
+//! fresh SQLite file and one on a fresh PostgreSQL database.
+//!
+//! Runs are driven through the real state machine on reviewed-notice, so the
+//! store is tested with the actions the machine really emits.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use coordinator_core::machine::event::{CallAnswer, Event, Timer};
+use coordinator_core::model::run::RunState;
+use coordinator_store::{
+    Admission, Claim, Cursor, Decision, Package, RunFilter, Store, StoreError, TimerItem, WorkItem, WorkKind,
+};
+use serde_json::json;
+use support::{T0, admit, deciding, first, new_run, run_id, workflow};
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = super::support::sqlite().await;
+                    super::$name(&db.store).await;
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = super::support::postgres().await;
+                    super::$name(&db.store).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    migrate_is_idempotent,
+    packages_are_stored_and_activated,
+    admission_is_idempotent,
+    concurrent_identical_admissions_create_one_run,
+    apply_persists_every_action_and_the_snapshot,
+    a_stale_version_rolls_everything_back,
+    a_decide_error_writes_nothing,
+    claim_work_respects_not_before_leases_holds_and_limit,
+    a_lost_lease_cannot_apply,
+    timers_are_claimed_and_the_deadline_ends_the_run,
+    list_runs_paginates_with_a_stable_cursor,
+    concurrent_applies_serialise,
+);
+
+const LEASE_MS: i64 = 30_000;
+
+fn accepted_read() -> Event {
+    let output = json!({"recordId": "0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10", "recordType": "application", "revision": 1, "data": {}});
+    Event::CallAnswered {
+        step: "read-application".into(),
+        attempt: 1,
+        answer: CallAnswer::Accepted { output, completions: Default::default() },
+    }
+}
+
+fn ok<T>(result: Result<T, StoreError>, what: &str) -> T {
+    result.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+async fn migrate_is_idempotent(store: &Store) {
+    ok(store.migrate().await, "second migrate");
+    ok(store.migrate().await, "third migrate");
+    let wf = workflow();
+    admit(store, &wf, &run_id(1), T0).await;
+    assert!(ok(store.load(&run_id(1)).await, "load").is_some());
+}
+
+async fn packages_are_stored_and_activated(store: &Store) {
+    let p1 = Package { revision: "r1".into(), workflow: "w".into(), digest: "d1".into(), bytes: vec![1, 2, 3] };
+    ok(store.put_package(&p1).await, "put");
+    ok(store.put_package(&p1).await, "put again");
+    let changed = Package { digest: "d2".into(), ..p1.clone() };
+    assert!(matches!(store.put_package(&changed).await, Err(StoreError::Conflict { .. })));
+    assert_eq!(ok(store.package("r1").await, "package"), Some(p1.clone()));
+    assert_eq!(ok(store.package("r9").await, "package"), None);
+    assert_eq!(ok(store.active("w").await, "active"), None);
+    assert!(matches!(store.activate("w", "r9").await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(store.activate("other", "r1").await, Err(StoreError::Conflict { .. })));
+    ok(store.activate("w", "r1").await, "activate");
+    assert_eq!(ok(store.active("w").await, "active").as_deref(), Some("r1"));
+    let p2 = Package { revision: "r2".into(), digest: "d2".into(), ..p1 };
+    ok(store.put_package(&p2).await, "put r2");
+    ok(store.activate("w", "r2").await, "activate r2");
+    assert_eq!(ok(store.active("w").await, "active").as_deref(), Some("r2"));
+}
+
+async fn admission_is_idempotent(store: &Store) {
+    let wf = workflow();
+    let new = new_run(&wf, &run_id(1), "alice", Some("key-1"), T0);
+    let created = store.admit(&new, || Ok::<_, StoreError>(first(&wf, &new))).await;
+    assert_eq!(ok(created, "admit"), Admission::Created(run_id(1)));
+    let work = ok(store.work_of(&run_id(1)).await, "work");
+    assert!(!work.outbox.is_empty() && !work.timers.is_empty(), "a run never exists without its first work");
+
+    let again = new_run(&wf, &run_id(2), "alice", Some("key-1"), T0 + 5);
+    let repeated = store.admit(&again, || Err::<Decision, _>("an existing run must not be decided again")).await;
+    assert_eq!(ok(repeated, "repeat"), Admission::Existing(run_id(1)));
+
+    let other_input = coordinator_store::NewRun { input_digest: "sha256:input-2".into(), ..again.clone() };
+    let reused = store.admit(&other_input, || Ok::<_, StoreError>(first(&wf, &other_input))).await;
+    assert!(matches!(reused, Err(StoreError::KeyReused { ref run_id }) if *run_id == support::run_id(1)), "{reused:?}");
+    let other_revision = coordinator_store::NewRun { revision: "r-other".into(), ..again.clone() };
+    let reused = store.admit(&other_revision, || Ok::<_, StoreError>(first(&wf, &other_revision))).await;
+    assert!(matches!(reused, Err(StoreError::KeyReused { .. })), "{reused:?}");
+
+    // Keys are scoped to owner and workflow.
+    let bob = new_run(&wf, &run_id(3), "bob", Some("key-1"), T0);
+    assert_eq!(
+        ok(store.admit(&bob, || Ok::<_, StoreError>(first(&wf, &bob))).await, "bob"),
+        Admission::Created(run_id(3))
+    );
+    assert!(ok(store.load(&run_id(2)).await, "load").is_none());
+}
+
+async fn concurrent_identical_admissions_create_one_run(store: &Store) {
+    let wf = std::sync::Arc::new(workflow());
+    let mut tasks = Vec::new();
+    for n in 0..50 {
+        let (store, wf) = (store.clone(), wf.clone());
+        tasks.push(tokio::spawn(async move {
+            let new = new_run(&wf, &run_id(100 + n), "alice", Some("same-key"), T0);
+            store.admit(&new, || Ok::<_, StoreError>(first(&wf, &new))).await
+        }));
+    }
+    let mut ids = BTreeSet::new();
+    let mut created = 0;
+    for task in tasks {
+        let admission = ok(task.await.unwrap_or_else(|e| panic!("task: {e}")), "concurrent admit");
+        created += usize::from(matches!(admission, Admission::Created(_)));
+        ids.insert(admission.run_id().to_owned());
+    }
+    assert_eq!((created, ids.len()), (1, 1), "one run, created once: {ids:?}");
+    let page = ok(store.list_runs(&RunFilter::default(), None, 100).await, "list");
+    assert_eq!(page.runs.len(), 1);
+}
+
+async fn apply_persists_every_action_and_the_snapshot(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let work = ok(store.work_of(&id).await, "work");
+    assert_eq!(work.outbox, vec![("read-application".to_owned(), WorkKind::Attempt, 1, T0)]);
+    let deadline = T0 + i64::try_from(wf.definition.deadline_seconds).unwrap_or(0) * 1000;
+    assert_eq!(work.timers, vec![(Timer::RunDeadline, deadline)]);
+    assert_eq!(work.audit.first().map(|a| a.0.as_str()), Some("admission"));
+    let row = ok(store.load(&id).await, "load").unwrap_or_else(|| panic!("run"));
+    assert_eq!((row.version, row.state, row.held), (1, RunState::Running, false));
+
+    let now = T0 + 1_000;
+    let event = accepted_read();
+    let version = ok(store.apply(&id, now, deciding(&wf, &event, now)).await, "apply");
+    assert_eq!(version, 2);
+    let after = ok(store.work_of(&id).await, "work");
+    assert_eq!(after.outbox, vec![("request-review".to_owned(), WorkKind::Attempt, 1, now)]);
+    assert_eq!(after.timers, work.timers);
+    assert!(after.audit.len() > work.audit.len(), "the decision is journaled");
+    let row = ok(store.load(&id).await, "load").unwrap_or_else(|| panic!("run"));
+    let snapshot = support::decode(&row.snapshot).unwrap_or_else(|e| panic!("snapshot: {e}"));
+    assert_eq!((row.version, row.updated_at), (2, now));
+    assert_eq!(snapshot.current.as_deref(), Some("request-review"));
+}
+
+async fn a_stale_version_rolls_everything_back(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let event = accepted_read();
+    ok(store.apply(&id, T0 + 1, deciding(&wf, &event, T0 + 1)).await, "apply");
+    let (work, row) = (ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load"));
+    // Decided on version 1, which has moved: the actions were written, then rolled back.
+    let answer = Event::CallAnswered { step: "request-review".into(), attempt: 1, answer: CallAnswer::Uncertain };
+    let stale = store.apply_expecting(&id, 1, T0 + 2, deciding(&wf, &answer, T0 + 2)).await;
+    assert!(matches!(stale, Err(StoreError::Stale { expected: 1, .. })), "{stale:?}");
+    assert_eq!(ok(store.work_of(&id).await, "work"), work, "no row half-written");
+    assert_eq!(ok(store.load(&id).await, "load"), row);
+}
+
+async fn a_decide_error_writes_nothing(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let (work, row) = (ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load"));
+    let refused = store.apply(&id, T0 + 1, |_| Err::<Decision, _>("the machine refused")).await;
+    assert!(matches!(refused, Err(StoreError::Rejected(_))), "{refused:?}");
+    assert_eq!((ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load")), (work, row));
+    let missing = store.apply(&run_id(9), T0, |_| Err::<Decision, _>("never called")).await;
+    assert!(matches!(missing, Err(StoreError::NotFound { .. })), "{missing:?}");
+}
+
+async fn claim_work_respects_not_before_leases_holds_and_limit(store: &Store) {
+    let wf = workflow();
+    for n in 1..=4 {
+        admit(store, &wf, &run_id(n), T0 + i64::from(n)).await;
+    }
+    // Run 4 is placed under a restore hold: none of its work is claimed.
+    let hold = Event::RestoreHoldPlaced;
+    ok(store.apply(&run_id(4), T0 + 10, deciding(&wf, &hold, T0 + 10)).await, "hold");
+    assert!(ok(store.load(&run_id(4)).await, "load").is_some_and(|r| r.held));
+
+    assert_eq!(ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "early"), vec![], "not before not_before");
+    let first = ok(store.claim_work(T0 + 10, "w1", LEASE_MS, 2).await, "claim");
+    let runs: Vec<_> = first.iter().map(|w| w.run_id.clone()).collect();
+    assert_eq!(runs, vec![run_id(1), run_id(2)], "the limit, oldest first");
+    let rest = ok(store.claim_work(T0 + 10, "w2", LEASE_MS, 10).await, "claim rest");
+    assert_eq!(rest.iter().map(|w| w.run_id.clone()).collect::<Vec<_>>(), vec![run_id(3)], "leased rows are skipped");
+    assert_eq!(ok(store.claim_work(T0 + 20, "w3", LEASE_MS, 10).await, "leased"), vec![]);
+    let expired = ok(store.claim_work(T0 + 11 + LEASE_MS, "w3", LEASE_MS, 10).await, "after expiry");
+    assert_eq!(expired.len(), 3, "expired leases can be claimed again: {expired:?}");
+    assert!(ok(store.release(&Claim::Work(expired[0].clone()), "w3").await, "release"));
+    assert!(!ok(store.release(&Claim::Work(expired[1].clone()), "w1").await, "not w1's"));
+    let again = ok(store.claim_work(T0 + 12 + LEASE_MS, "w4", LEASE_MS, 10).await, "released");
+    assert_eq!(again, vec![expired[0].clone()]);
+}
+
+async fn a_lost_lease_cannot_apply(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let mine = ok(store.claim_work(T0, "w1", LEASE_MS, 1).await, "claim");
+    let expected =
+        WorkItem { run_id: id.clone(), step: "read-application".into(), kind: WorkKind::Attempt, attempt: 1 };
+    assert_eq!(mine, vec![expected.clone()]);
+    let theirs = ok(store.claim_work(T0 + LEASE_MS + 1, "w2", LEASE_MS, 1).await, "take over");
+    assert_eq!(theirs, vec![expected.clone()]);
+
+    let (work, row) = (ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load"));
+    let event = accepted_read();
+    let lost =
+        store.apply_fenced(&Claim::Work(expected.clone()), "w1", T0 + LEASE_MS + 2, deciding(&wf, &event, T0)).await;
+    assert!(matches!(lost, Err(StoreError::LeaseLost { .. })), "{lost:?}");
+    assert_eq!((ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load")), (work, row));
+
+    let stale_attempt = WorkItem { attempt: 2, ..expected.clone() };
+    let wrong = store.apply_fenced(&Claim::Work(stale_attempt), "w2", T0, deciding(&wf, &event, T0)).await;
+    assert!(matches!(wrong, Err(StoreError::LeaseLost { .. })), "another attempt's fence: {wrong:?}");
+    let applied = store.apply_fenced(&Claim::Work(expected), "w2", T0 + LEASE_MS + 3, deciding(&wf, &event, T0)).await;
+    assert_eq!(ok(applied, "fenced apply"), 2);
+    let outbox = ok(store.work_of(&id).await, "work").outbox;
+    assert!(outbox.iter().all(|o| o.0 != "read-application"), "the answered attempt is done: {outbox:?}");
+}
+
+async fn timers_are_claimed_and_the_deadline_ends_the_run(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let deadline = T0 + i64::try_from(wf.definition.deadline_seconds).unwrap_or(0) * 1000;
+    assert_eq!(ok(store.next_due().await, "next due"), Some(T0), "the first attempt is due at once");
+    assert_eq!(ok(store.claim_timers(deadline - 1, "w1", LEASE_MS, 10).await, "early"), vec![]);
+    let claimed = ok(store.claim_timers(deadline, "w1", LEASE_MS, 10).await, "claim");
+    let item = TimerItem { run_id: id.clone(), timer: Timer::RunDeadline, due_at: deadline };
+    assert_eq!(claimed, vec![item.clone()]);
+    assert_eq!(ok(store.claim_timers(deadline, "w2", LEASE_MS, 10).await, "leased"), vec![]);
+    let wrong =
+        store.apply_fenced(&Claim::Timer(item.clone()), "w2", deadline, |_| Err::<Decision, _>("unreached")).await;
+    assert!(matches!(wrong, Err(StoreError::LeaseLost { .. })), "{wrong:?}");
+
+    let fired = Event::TimerDue { timer: Timer::RunDeadline };
+    ok(store.apply_fenced(&Claim::Timer(item), "w1", deadline, deciding(&wf, &fired, deadline)).await, "fire");
+    let work = ok(store.work_of(&id).await, "work");
+    assert!(work.outbox.is_empty() && work.timers.is_empty(), "EndRun removes all work: {work:?}");
+    assert_eq!(ok(store.load(&id).await, "load").map(|r| r.state), Some(RunState::Expired));
+    assert_eq!(ok(store.next_due().await, "next due"), None);
+}
+
+async fn list_runs_paginates_with_a_stable_cursor(store: &Store) {
+    let wf = workflow();
+    // Runs 1..=5; 2 and 3 share a millisecond (the id breaks the tie).
+    for (n, at) in [(1, T0), (3, T0 + 1), (2, T0 + 1), (4, T0 + 2), (5, T0 + 3)] {
+        admit(store, &wf, &run_id(n), at).await;
+    }
+    let all = RunFilter::default();
+    let page1 = ok(store.list_runs(&all, None, 2).await, "page 1");
+    assert_eq!(page1.runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![run_id(1), run_id(2)]);
+    assert_eq!(page1.next, Some(Cursor { admitted_at: T0 + 1, id: run_id(2) }));
+    // A run admitted between pages does not shift the next page.
+    admit(store, &wf, &run_id(6), T0 + 4).await;
+    let page2 = ok(store.list_runs(&all, page1.next.as_ref(), 2).await, "page 2");
+    assert_eq!(page2.runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![run_id(3), run_id(4)]);
+    let page3 = ok(store.list_runs(&all, page2.next.as_ref(), 2).await, "page 3");
+    assert_eq!(page3.runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![run_id(5), run_id(6)]);
+    let page4 = ok(store.list_runs(&all, page3.next.as_ref(), 2).await, "page 4");
+    assert!(page4.runs.is_empty() && page4.next.is_none());
+
+    let bobs = RunFilter { owner: Some("bob".into()), ..RunFilter::default() };
+    assert!(ok(store.list_runs(&bobs, None, 10).await, "bob").runs.is_empty());
+    let hold = Event::RestoreHoldPlaced;
+    ok(store.apply(&run_id(4), T0 + 9, deciding(&wf, &hold, T0 + 9)).await, "hold");
+    let attention = RunFilter { state: Some(RunState::Attention), workflow: Some("reviewed-notice".into()), ..bobs };
+    let attention = RunFilter { owner: Some("alice".into()), ..attention };
+    let held = ok(store.list_runs(&attention, None, 10).await, "attention");
+    assert_eq!(held.runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![run_id(4)]);
+}
+
+async fn concurrent_applies_serialise(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    const WRITERS: u8 = 8;
+    let mut tasks = Vec::new();
+    for n in 0..WRITERS {
+        let (store, id) = (store.clone(), id.clone());
+        tasks.push(tokio::spawn(async move {
+            // Each decision appends one byte to what it read: a lost update would lose a byte.
+            store
+                .apply(&id, T0 + 1, move |snapshot| {
+                    let mut next = snapshot.to_vec();
+                    next.push(n);
+                    let audit = coordinator_core::machine::action::Action::Audit {
+                        kind: coordinator_core::machine::action::AuditKind::Operator,
+                        step: None,
+                        detail: format!("writer {n}"),
+                    };
+                    Ok::<_, StoreError>(Decision {
+                        actions: vec![audit],
+                        snapshot: next,
+                        state: RunState::Running,
+                        held: false,
+                    })
+                })
+                .await
+        }));
+    }
+    for task in tasks {
+        ok(task.await.unwrap_or_else(|e| panic!("task: {e}")), "concurrent apply");
+    }
+    let row = ok(store.load(&id).await, "load").unwrap_or_else(|| panic!("run"));
+    assert_eq!(row.version, 1 + i64::from(WRITERS), "every decision applied once");
+    let appended: BTreeSet<u8> = row.snapshot.iter().rev().take(usize::from(WRITERS)).copied().collect();
+    assert_eq!(appended, (0..WRITERS).collect(), "no lost update");
+    let writers = ok(store.work_of(&id).await, "work").audit.iter().filter(|a| a.2.starts_with("writer")).count();
+    assert_eq!(writers, usize::from(WRITERS));
+}

@@ -1,0 +1,187 @@
+//! Conformance-suite support: a fresh database per test on each backend (the
+//! PostgreSQL one dropped by a guard even when the test panics), the
+//! reviewed-notice workflow, and runs driven through the real state machine.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use coordinator_core::check::{ProjectSource, SourceError, check_project};
+use coordinator_core::machine::compiled::Workflow;
+use coordinator_core::machine::event::Event;
+use coordinator_core::machine::run::Run;
+use coordinator_core::machine::time::Instant;
+use coordinator_core::machine::{Outcome, Settings, Transition, decide};
+use coordinator_functions::Limits;
+use coordinator_store::{Admission, Decision, NewRun, Store, StoreError};
+use serde_json::json;
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+/// The maintenance database test databases are created from.
+const MAINTENANCE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// The admission instant of test runs.
+pub const T0: i64 = 1_791_968_400_000; // 2026-10-14T09:00:00Z
+
+/// A migrated store on a fresh database, removed when dropped.
+pub struct TestDb {
+    pub store: Store,
+    _cleanup: Cleanup,
+}
+
+enum Cleanup {
+    Sqlite(#[allow(dead_code)] tempfile::TempDir),
+    Pg(String),
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let Cleanup::Pg(name) = self else { return };
+        let name = name.clone();
+        // Drop runs outside async: drop the database from a thread with its own runtime.
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            let Ok(rt) = rt else { return };
+            rt.block_on(async {
+                if let Ok(mut admin) = PgConnection::connect(MAINTENANCE_URL).await {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    let _ = sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await;
+                }
+            });
+        })
+        .join();
+        if dropped.is_err() {
+            eprintln!("could not drop a test database");
+        }
+    }
+}
+
+fn unique_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{}_{}_{}", std::process::id(), nanos, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A migrated SQLite store in a fresh temporary directory.
+pub async fn sqlite() -> TestDb {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("store.db").display());
+    let store = Store::connect(&url).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+    TestDb { store, _cleanup: Cleanup::Sqlite(dir) }
+}
+
+/// A migrated PostgreSQL store on a database created for this test.
+pub async fn postgres() -> TestDb {
+    let name = format!("coordinator_test_{}", unique_suffix());
+    let mut admin = PgConnection::connect(MAINTENANCE_URL)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL must answer on 127.0.0.1:5432: {e}"));
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    let cleanup = Cleanup::Pg(name.clone());
+    let _ = admin.close().await;
+    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let store = Store::connect(&url).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+    TestDb { store, _cleanup: cleanup }
+}
+
+struct DirSource(PathBuf);
+
+impl ProjectSource for DirSource {
+    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
+        match std::fs::read_to_string(self.0.join(path)) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SourceError::Unreadable { path: path.into(), reason: e.to_string() }),
+        }
+    }
+
+    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The flagship workflow, compiled.
+pub fn workflow() -> Workflow {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reviewed-notice");
+    let report = check_project(&DirSource(dir)).unwrap_or_else(|e| panic!("reviewed-notice unreadable: {e}"));
+    let Some(checked) = report.checked else { panic!("reviewed-notice must check clean") };
+    Workflow::compile(checked.definition, Limits::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A decision carrying a run's snapshot as JSON (the service seals it; the store does not care).
+pub fn decision(run: &Run, transition: &Transition) -> Decision {
+    Decision { actions: transition.actions.clone(), snapshot: encode(run), state: run.state, held: run.held }
+}
+
+/// The snapshot bytes of a run (JSON; the service seals them).
+pub fn encode(run: &Run) -> Vec<u8> {
+    serde_json::to_vec(run).unwrap_or_else(|e| panic!("snapshot: {e}"))
+}
+
+/// A run back from its snapshot bytes.
+pub fn decode(bytes: &[u8]) -> Result<Run, String> {
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+}
+
+/// A new run of reviewed-notice for `owner` with `key`.
+pub fn new_run(wf: &Workflow, id: &str, owner: &str, key: Option<&str>, admitted_at: i64) -> NewRun {
+    NewRun {
+        id: id.to_owned(),
+        workflow: "reviewed-notice".to_owned(),
+        revision: wf.revision.clone(),
+        owner: owner.to_owned(),
+        idempotency_key: key.map(str::to_owned),
+        input_digest: "sha256:input-1".to_owned(),
+        admitted_at,
+    }
+}
+
+/// The first decision of a run: its `Admitted` transition.
+pub fn first(wf: &Workflow, new: &NewRun) -> Decision {
+    let input =
+        json!({"applicationId": "0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10", "recipient": {"kind": "person", "id": "p-1"}});
+    let mut run = Run::new(&new.id, &wf.revision, Instant(new.admitted_at), input);
+    let t = decide(wf, &run, &Event::Admitted, Instant(new.admitted_at), &Settings::default());
+    assert_eq!(t.outcome, Outcome::Applied, "admission must apply");
+    for a in &t.actions {
+        run.apply(a);
+    }
+    decision(&run, &t)
+}
+
+/// Admits a run (no key) and returns its id.
+pub async fn admit(store: &Store, wf: &Workflow, id: &str, admitted_at: i64) -> String {
+    let new = new_run(wf, id, "alice", None, admitted_at);
+    match store.admit(&new, || Ok::<_, StoreError>(first(wf, &new))).await {
+        Ok(Admission::Created(id)) => id,
+        other => panic!("admission of {id}: {other:?}"),
+    }
+}
+
+/// Decides `event` on the stored snapshot: the closure `Store::apply` runs under the lock.
+pub fn deciding<'a>(
+    wf: &'a Workflow,
+    event: &'a Event,
+    now: i64,
+) -> impl FnOnce(&[u8]) -> Result<Decision, String> + 'a {
+    move |snapshot| {
+        let mut run = decode(snapshot)?;
+        let t = decide(wf, &run, event, Instant(now), &Settings::default());
+        if t.outcome != Outcome::Applied {
+            return Err(format!("{event:?}: {:?}", t.outcome));
+        }
+        for a in &t.actions {
+            run.apply(a);
+        }
+        Ok(decision(&run, &t))
+    }
+}
+
+/// A run id for test `n` (UUIDv7-shaped text).
+pub fn run_id(n: u32) -> String {
+    format!("0199c8a0-0000-7000-8000-{n:012}")
+}
