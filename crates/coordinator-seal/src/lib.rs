@@ -36,6 +36,8 @@ pub enum Purpose {
     Completion,
     /// The output a finished run publishes.
     Output,
+    /// A run's whole state snapshot (it carries the input, commands, outputs and values above).
+    Snapshot,
 }
 
 impl Purpose {
@@ -47,6 +49,7 @@ impl Purpose {
             Purpose::Response => "response",
             Purpose::Completion => "completion",
             Purpose::Output => "output",
+            Purpose::Snapshot => "snapshot",
         }
     }
 }
