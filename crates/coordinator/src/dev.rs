@@ -1,0 +1,249 @@
+//! `coordinator dev`: one process, no set-up (SPEC §7). Checks and packages the
+//! project, opens an embedded SQLite store (migrated), activates the package,
+//! generates a payload key, and serves the API and the product simulators
+//! (`/sim/{product}`) on one listener, with every connection pointed at them.
+//! The observation floor is 1 s; casework decides each review by itself after
+//! [`AUTO_DECIDE`] and notifies `POST /v1/completions/{connection}`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use coordinator_core::check::{ProjectSource, SourceError, check_project};
+use coordinator_core::diagnostic::Diagnostic;
+use coordinator_core::machine::Settings;
+use coordinator_core::package;
+use coordinator_products::{Connection, HttpUrl, Secret, TokenSource};
+use coordinator_seal::Keyring;
+use coordinator_sim::casework::CaseworkConfig;
+use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};
+use coordinator_store::{Package, Store};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+
+/// How long the casework simulator takes to decide a review by itself in dev.
+pub const AUTO_DECIDE: Duration = Duration::from_secs(2);
+
+/// The options of `coordinator dev`.
+#[derive(Debug, Clone)]
+pub struct DevOptions {
+    /// The project directory.
+    pub project: PathBuf,
+    /// Where to listen (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Where the SQLite database lives (default: a fresh temporary directory).
+    pub data: Option<PathBuf>,
+    /// The operator token (default: random).
+    pub token: Option<String>,
+}
+
+/// Why `coordinator dev` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    /// The project was refused by the checker.
+    #[error("the project was refused ({} diagnostics)", .0.len())]
+    Refused(Vec<Diagnostic>),
+    /// The project could not be read.
+    #[error("the project cannot be read: {0}")]
+    Unreadable(#[from] SourceError),
+    /// Input/output (listener, data directory, randomness).
+    #[error("{0}")]
+    Io(String),
+    /// The engine or store failed to start.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// A running dev stack. Dropping it stops the server and the worker (and removes a temporary data directory).
+pub struct Dev {
+    /// The address served.
+    pub addr: SocketAddr,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The operator token (not checked yet: authentication is later work).
+    pub token: String,
+    /// The workflow and its active revision.
+    pub workflow: String,
+    /// The active revision.
+    pub revision: String,
+    /// The simulators (tests read their effect counts).
+    pub sims: Simulators,
+    /// The engine.
+    pub engine: Arc<Engine>,
+    tasks: Vec<JoinHandle<()>>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Dev {
+    /// The server's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Waits until the server task ends (it ends only on failure or abort).
+    pub async fn serve_forever(&mut self) {
+        if let Some(server) = self.tasks.first_mut() {
+            let _ = server.await;
+        }
+    }
+}
+
+/// Starts the dev stack.
+///
+/// # Errors
+/// [`DevError`] when the project is refused or anything cannot start.
+pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
+    let report = check_project(&ProjectDir(options.project.clone()))?;
+    let Some(checked) = report.checked else { return Err(DevError::Refused(report.diagnostics)) };
+    let built = package::build(&checked, env!("CARGO_PKG_VERSION")).map_err(|e| DevError::Io(e.to_string()))?;
+
+    let (temp, data_dir) = match options.data {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).map_err(|e| DevError::Io(format!("{}: {e}", dir.display())))?;
+            (None, dir)
+        }
+        None => {
+            let temp = tempfile::Builder::new().prefix("coordinator-dev-").tempdir().map_err(io)?;
+            let dir = temp.path().to_path_buf();
+            (Some(temp), dir)
+        }
+    };
+    let url = format!("sqlite://{}?mode=rwc", data_dir.join("coordinator.db").display());
+    let store = Store::connect(&url).await.map_err(EngineError::Store)?;
+    store.migrate().await.map_err(EngineError::Store)?;
+    let workflow = checked.definition.workflow.clone();
+    let stored = Package {
+        revision: checked.revision.clone(),
+        workflow: workflow.clone(),
+        digest: built.digest,
+        bytes: built.bytes,
+    };
+    store.put_package(&stored).await.map_err(EngineError::Store)?;
+    store.activate(&workflow, &checked.revision).await.map_err(EngineError::Store)?;
+
+    let listener = TcpListener::bind(options.listen).await.map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    let base = format!("http://{addr}");
+
+    // Connection name -> product, from the operations the workflow uses.
+    let mut products: HashMap<String, String> = HashMap::new();
+    for op in checked.definition.operations.values() {
+        let product = op.operation.split_once('.').map_or(op.operation.as_str(), |(p, _)| p);
+        products.insert(op.connection.clone(), product.to_owned());
+    }
+    let mut connections = HashMap::new();
+    for (name, product) in &products {
+        connections.insert(name.clone(), connection(&base, product)?);
+    }
+    let casework_connection =
+        products.iter().find(|(_, p)| p.as_str() == "casework").map_or("casework", |(c, _)| c.as_str());
+    let sims = Simulators::new(SimConfig {
+        casework: CaseworkConfig {
+            auto_decide_after: Some(AUTO_DECIDE),
+            notify_url: Some(format!("{base}/v1/completions/{casework_connection}")),
+            ..CaseworkConfig::default()
+        },
+        ..SimConfig::default()
+    });
+
+    let keyring = Keyring::new("dev-1", [("dev-1".to_owned(), random_bytes()?)]).map_err(EngineError::Seal)?;
+    let token = match options.token {
+        Some(t) => t,
+        None => hex(&random_bytes()?),
+    };
+    let engine = Arc::new(Engine::new(store, keyring, connections, Settings { observe_floor_seconds: 1 }));
+    let router = crate::api::app(Arc::clone(&engine)).merge(coordinator_sim::app(&sims));
+    let server = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            eprintln!("coordinator dev: server stopped: {e}");
+        }
+    });
+    let worker = tokio::spawn(crate::worker::run(Arc::clone(&engine)));
+    Ok(Dev {
+        addr,
+        data_dir,
+        token,
+        workflow,
+        revision: checked.revision,
+        sims,
+        engine,
+        tasks: vec![server, worker],
+        _temp: temp,
+    })
+}
+
+fn connection(base: &str, product: &str) -> Result<Connection, DevError> {
+    let base_url = HttpUrl::parse(&format!("{base}/sim/{product}")).map_err(|e| DevError::Io(e.to_string()))?;
+    let token_endpoint = HttpUrl::parse(&format!("{base}/sim/token")).map_err(|e| DevError::Io(e.to_string()))?;
+    Ok(Connection::new(
+        base_url,
+        TokenSource::ClientSecret {
+            token_endpoint,
+            client_id: DEFAULT_CLIENT.0.to_owned(),
+            client_secret: Secret::new(DEFAULT_CLIENT.1),
+            scope: None,
+        },
+    ))
+}
+
+fn io(e: std::io::Error) -> DevError {
+    DevError::Io(e.to_string())
+}
+
+fn random_bytes() -> Result<Vec<u8>, DevError> {
+    let mut key = vec![0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| DevError::Io(format!("no randomness: {e}")))?;
+    Ok(key)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A project directory on disk, for the checker.
+struct ProjectDir(PathBuf);
+
+impl ProjectSource for ProjectDir {
+    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
+        read_optional(&self.0.join(path), path)
+    }
+
+    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
+        let unreadable = |e: std::io::Error| SourceError::Unreadable { path: "catalog/".into(), reason: e.to_string() };
+        let entries = match std::fs::read_dir(self.0.join("catalog")) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(unreadable(e)),
+        };
+        let mut files = Vec::new();
+        for entry in entries {
+            let name = entry.map_err(unreadable)?.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".yaml") || name.ends_with(".yml") {
+                files.push(format!("catalog/{name}"));
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+}
+
+fn read_optional(file: &Path, path: &str) -> Result<Option<String>, SourceError> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SourceError::Unreadable { path: path.to_owned(), reason: e.to_string() }),
+    }
+}

@@ -1,0 +1,33 @@
+//! The Coordinator service (SPEC §5, §7): the engine that drives runs through
+//! the store one event at a time, the worker that dispatches to products, the
+//! HTTP API and `coordinator dev`.
+//!
+//! Modules: `engine` (admission, events under the run lock, sealed snapshots,
+//! the workflow cache), `worker` (claims, product requests, fenced reports),
+//! `api` (axum router), `dev` (the one-command development stack), `error`.
+//! The binary (`main.rs`) only parses arguments and prints.
+
+pub mod api;
+pub mod dev;
+pub mod engine;
+pub mod error;
+pub mod worker;
+
+pub use engine::{AdmitResult, Engine, RunView};
+pub use error::EngineError;
+
+/// Extra stack for a worker thread beyond what a function call needs.
+const THREAD_STACK_MARGIN: usize = 8 << 20;
+
+/// A multi-threaded tokio runtime whose worker threads have room for function
+/// calls (Rhai recurses natively), so decisions run in place.
+///
+/// # Errors
+/// The OS error when the runtime cannot be started.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let stack = coordinator_functions::stack_bytes(&coordinator_functions::Limits::default());
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(stack.saturating_add(THREAD_STACK_MARGIN))
+        .build()
+}
