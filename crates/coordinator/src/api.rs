@@ -1,5 +1,6 @@
 //! The HTTP API (SPEC §7), the part built so far: admission, reading a run,
-//! completion notifications and a health check. Errors are
+//! the operator commands cancel, retry-same and reconcile, completion
+//! notifications and a health check. Errors are
 //! `{"code", "message"}` with stable codes; nothing protected (input, commands,
 //! product responses) is ever echoed.
 //!
@@ -35,6 +36,9 @@ pub fn app(engine: Arc<Engine>) -> Router {
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/v1/runs", post(admit))
         .route("/v1/runs/{id}", get(read_run))
+        .route("/v1/runs/{id}/cancel", post(cancel))
+        .route("/v1/runs/{id}/steps/{step}/retry-same", post(retry_same))
+        .route("/v1/runs/{id}/steps/{step}/reconcile", post(reconcile))
         .route("/v1/completions/{connection}", post(completion))
         .with_state(engine)
 }
@@ -124,6 +128,62 @@ async fn read_run(State(engine): State<Arc<Engine>>, Path(id): Path<String>) -> 
         "output": view.output,
         "failure": view.failure.map(|f| json!({"code": f.code, "step": f.step, "message": f.message})),
     })))
+}
+
+async fn cancel(State(engine): State<Arc<Engine>>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    operate(&engine, &id, Event::CancelRequested).await
+}
+
+async fn retry_same(
+    State(engine): State<Arc<Engine>>,
+    Path((id, step)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    operate(&engine, &id, Event::RetrySameRequested { step }).await
+}
+
+async fn reconcile(
+    State(engine): State<Arc<Engine>>,
+    Path((id, step)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    operate(&engine, &id, Event::ReconcileRequested { step }).await
+}
+
+/// An operator's command as an event: `202` with the run's state when applied,
+/// `200` with the reason when there was nothing to do (a cancel of an ended
+/// run), `409` with the rule's code when the rules refuse it.
+async fn operate(engine: &Engine, id: &str, event: Event) -> Result<Response, ApiError> {
+    match engine.handle(id, &event, now_ms()).await {
+        Ok(()) => {
+            let view = engine.view(id).await?;
+            Ok((StatusCode::ACCEPTED, Json(json!({"runId": id, "state": view.state.as_str()}))).into_response())
+        }
+        Err(EngineError::Ignored(reason)) => {
+            let view = engine.view(id).await?;
+            Ok((StatusCode::OK, Json(json!({"runId": id, "state": view.state.as_str(), "note": reason})))
+                .into_response())
+        }
+        Err(EngineError::Refused { code }) => {
+            let message = format!("the rules do not allow this now ({code})");
+            Err(ApiError { status: StatusCode::CONFLICT, code: refusal_code(&code), message, pointers: None })
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// The stable refusal codes the machine gives operator commands.
+fn refusal_code(code: &str) -> &'static str {
+    const CODES: [&str; 9] = [
+        "operation.never-repeat",
+        "operation.no-receipt",
+        "run.deadline-reached",
+        "run.ended",
+        "run.restore-hold",
+        "step.effect-not-unknown",
+        "step.not-a-call",
+        "step.receipt-pending",
+        "step.attempt-pending",
+    ];
+    CODES.iter().find(|c| **c == code).copied().unwrap_or("operation.refused")
 }
 
 /// `POST /v1/completions/{connection}` body.
