@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,7 +17,7 @@ use axum::{Json, Router};
 use coordinator_core::machine::event::Event;
 use coordinator_core::model::run::RunState;
 use coordinator_core::model::workflow::Step;
-use coordinator_store::RunFilter;
+use coordinator_store::{Cursor, RunFilter};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -34,7 +34,7 @@ const SCAN_PAGE: u32 = 200;
 pub fn app(engine: Arc<Engine>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/v1/runs", post(admit))
+        .route("/v1/runs", post(admit).get(list_runs))
         .route("/v1/runs/{id}", get(read_run))
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/steps/{step}/retry-same", post(retry_same))
@@ -128,6 +128,58 @@ async fn read_run(State(engine): State<Arc<Engine>>, Path(id): Path<String>) -> 
         "output": view.output,
         "failure": view.failure.map(|f| json!({"code": f.code, "step": f.step, "message": f.message})),
     })))
+}
+
+/// `GET /v1/runs` query: filters and the page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    workflow: Option<String>,
+    state: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// Runs of the caller, oldest first, with an opaque cursor for the next page.
+async fn list_runs(
+    State(engine): State<Arc<Engine>>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let bad = |message: &str| ApiError::new(StatusCode::BAD_REQUEST, "request.invalid", message);
+    let Query(query) = query.map_err(|_| bad("filters: workflow, state, limit (1-500), cursor"))?;
+    let state = match query.state {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_value::<RunState>(json!(text))
+                .map_err(|_| bad("state must be one of the eight run states (running, attention, …)"))?,
+        ),
+    };
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(bad("limit must be between 1 and 500"));
+    }
+    let cursor = match query.cursor {
+        None => None,
+        Some(text) => Some(parse_cursor(&text).ok_or_else(|| bad("cursor is not one this API gave"))?),
+    };
+    let filter = RunFilter { workflow: query.workflow, state, owner: Some(DEV_OWNER.to_owned()) };
+    let page = engine.store().list_runs(&filter, cursor.as_ref(), limit).await.map_err(EngineError::from)?;
+    let runs: Vec<Value> = page
+        .runs
+        .iter()
+        .map(|r| {
+            json!({"runId": r.id, "workflow": r.workflow, "revision": r.revision, "state": r.state.as_str(), "admittedAt": r.admitted_at})
+        })
+        .collect();
+    let next = page.next.map(|c| format!("{}.{}", c.admitted_at, c.id));
+    Ok(Json(json!({"runs": runs, "next": next})))
+}
+
+/// Reads a cursor `<admittedAt>.<runId>`.
+fn parse_cursor(text: &str) -> Option<Cursor> {
+    let (at, id) = text.split_once('.')?;
+    let admitted_at = at.parse().ok()?;
+    (!id.is_empty()).then(|| Cursor { admitted_at, id: id.to_owned() })
 }
 
 async fn cancel(State(engine): State<Arc<Engine>>, Path(id): Path<String>) -> Result<Response, ApiError> {
