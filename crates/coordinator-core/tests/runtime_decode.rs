@@ -3,36 +3,28 @@
 //! line and column; and a secret written as a value is never repeated, neither
 //! in a diagnostic nor in the text shown in excerpts.
 
-use coordinator_core::decode::Decoder;
 use coordinator_core::decode::runtime::{decode, redact};
-use coordinator_core::diagnostic::{self, Diagnostic};
+use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::model::runtime::{Authorization, Role, RuntimeFile};
 use coordinator_core::yaml;
 
+mod support;
+
+use support::{decode_file, positions};
+
 /// The decoded file and its diagnostics, sorted.
 fn decoded_full(text: &str) -> (Option<RuntimeFile>, Vec<Diagnostic>) {
-    let root = match yaml::parse("runtime.yaml", text) {
-        Ok(root) => root,
-        Err(d) => panic!("not YAML: {d:?}"),
-    };
-    let mut d = Decoder::new("runtime.yaml");
-    let file = decode(&mut d, &root);
-    diagnostic::sort(&mut d.diagnostics);
-    for x in &d.diagnostics {
-        eprintln!("{}:{} {} {} ({})", x.line, x.column, x.code, x.message, x.help);
-    }
-    (file, d.diagnostics)
+    decode_file("runtime.yaml", text, decode)
 }
 
 /// The decoded file and the diagnostics as `line:column code`, in reading order.
 fn decoded(text: &str) -> (Option<RuntimeFile>, Vec<String>) {
     let (file, diagnostics) = decoded_full(text);
-    (file, diagnostics.iter().map(|x| format!("{}:{} {}", x.line, x.column, x.code)).collect())
+    (file, positions(&diagnostics))
 }
 
 fn fixture() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/runtime.yaml");
-    std::fs::read_to_string(path).unwrap_or_default()
+    support::fixture("runtime.yaml")
 }
 
 #[test]

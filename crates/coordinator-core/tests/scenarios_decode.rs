@@ -2,32 +2,22 @@
 //! reads from it, and every kind of mistake is reported at once, each at its
 //! exact line and column.
 
-use coordinator_core::decode::Decoder;
 use coordinator_core::decode::scenarios::decode;
-use coordinator_core::diagnostic;
 use coordinator_core::model::run::{EffectState, RunState};
 use coordinator_core::model::scenarios::{OperatorAction, ReceiptResult, Reply, ScenariosFile};
 use coordinator_core::yaml;
 use serde_json::{Value, json};
 
+mod support;
+
 /// The decoded file and the diagnostics as `line:column code`, in reading order.
 fn decoded(text: &str) -> (Option<ScenariosFile>, Vec<String>) {
-    let root = match yaml::parse("scenarios.yaml", text) {
-        Ok(root) => root,
-        Err(d) => panic!("not YAML: {d:?}"),
-    };
-    let mut d = Decoder::new("scenarios.yaml");
-    let file = decode(&mut d, &root);
-    diagnostic::sort(&mut d.diagnostics);
-    for x in &d.diagnostics {
-        eprintln!("{}:{} {} {} ({})", x.line, x.column, x.code, x.message, x.help);
-    }
-    (file, d.diagnostics.iter().map(|x| format!("{}:{} {}", x.line, x.column, x.code)).collect())
+    let (file, diagnostics) = support::decode_file("scenarios.yaml", text, decode);
+    (file, support::positions(&diagnostics))
 }
 
 fn fixture() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scenarios.yaml");
-    std::fs::read_to_string(path).unwrap_or_default()
+    support::fixture("scenarios.yaml")
 }
 
 #[test]

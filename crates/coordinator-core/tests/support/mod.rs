@@ -106,3 +106,33 @@ pub fn summary(report: &Report) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Decodes `text` as the file `name` with one of the crate's decoders; the
+/// diagnostics come sorted (and are printed, to read a failing test).
+pub fn decode_file<T>(
+    name: &str,
+    text: &str,
+    decode: impl FnOnce(&mut coordinator_core::decode::Decoder<'_>, &coordinator_core::yaml::Node) -> Option<T>,
+) -> (Option<T>, Vec<coordinator_core::diagnostic::Diagnostic>) {
+    let root = match coordinator_core::yaml::parse(name, text) {
+        Ok(root) => root,
+        Err(d) => panic!("not YAML: {d:?}"),
+    };
+    let mut d = coordinator_core::decode::Decoder::new(name);
+    let file = decode(&mut d, &root);
+    coordinator_core::diagnostic::sort(&mut d.diagnostics);
+    for x in &d.diagnostics {
+        eprintln!("{}:{} {} {} ({})", x.line, x.column, x.code, x.message, x.help);
+    }
+    (file, d.diagnostics)
+}
+
+/// Diagnostics as `line:column code`, in reading order.
+pub fn positions(diagnostics: &[coordinator_core::diagnostic::Diagnostic]) -> Vec<String> {
+    diagnostics.iter().map(|x| format!("{}:{} {}", x.line, x.column, x.code)).collect()
+}
+
+/// A file of `tests/fixtures/`.
+pub fn fixture(name: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)).unwrap_or_default()
+}
