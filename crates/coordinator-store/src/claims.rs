@@ -8,22 +8,27 @@
 //! A claim is finished by the decision that deletes its row (through
 //! `Store::apply_fenced`), never here. This module must not change snapshots
 //! or run rows.
+//!
+//! Every claim of an outbox row increments its `claims` count; queueing the
+//! row (a new attempt) resets it and [`Store::release`] gives one back. A claim
+//! that leaves it above 1 is `reclaimed`: an earlier claim ran out without a
+//! report, so that worker may have sent the request.
 
 use crate::db::{Arg, Dialect, Tx};
 use crate::persist::{parse_timer, timer_key};
 use crate::types::{Claim, RunWork, TimerItem, WorkItem, WorkKind};
-use crate::{Store, StoreError};
+use crate::{Store, StoreError, wakeups};
 
-const CLAIM_WORK_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2 \
+const CLAIM_WORK_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
      WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
      WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) AND NOT r.held \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) \
-     RETURNING run_id, step, kind, attempt, not_before";
-const CLAIM_WORK_PG: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2 \
+     RETURNING run_id, step, kind, attempt, not_before, claims";
+const CLAIM_WORK_PG: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
      WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
      WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) AND NOT r.held \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4 FOR UPDATE OF o SKIP LOCKED) \
-     RETURNING run_id, step, kind, attempt, not_before";
+     RETURNING run_id, step, kind, attempt, not_before, claims";
 const CLAIM_TIMERS_SQLITE: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
      WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
      WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
@@ -34,7 +39,8 @@ const CLAIM_TIMERS_PG: &str = "UPDATE timers SET lease_owner = $1, lease_until =
      WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
      ORDER BY t.due_at, t.run_id, t.timer LIMIT $4 FOR UPDATE OF t SKIP LOCKED) \
      RETURNING run_id, timer, due_at";
-const RELEASE_WORK: &str = "UPDATE outbox SET lease_owner = NULL, lease_until = NULL \
+const RELEASE_WORK: &str = "UPDATE outbox SET lease_owner = NULL, lease_until = NULL, \
+     claims = CASE WHEN claims > 0 THEN claims - 1 ELSE 0 END \
      WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
 const RELEASE_TIMER: &str = "UPDATE timers SET lease_owner = NULL, lease_until = NULL \
      WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4";
@@ -60,7 +66,8 @@ const RUN_AUDIT: &str = "SELECT kind, step, detail FROM audit WHERE run_id = $1 
 impl Store {
     /// Claims up to `limit` due outbox rows for `owner` until `now + lease_ms`:
     /// rows with `not_before <= now`, no live lease, of runs without a restore
-    /// hold. Ordered by `not_before`.
+    /// hold. Ordered by `not_before`. An item is [`WorkItem::reclaimed`] when an
+    /// earlier claim of the same row ran out without finishing or releasing it.
     pub async fn claim_work(
         &self,
         now: i64,
@@ -79,7 +86,9 @@ impl Store {
         for row in tx.fetch_all(sql, args).await? {
             let kind: String = row.get(2)?;
             let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
-            let item = WorkItem { run_id: row.get(0)?, step: row.get(1)?, kind, attempt: row.get(3)? };
+            let claims: i64 = row.get(5)?;
+            let item =
+                WorkItem { run_id: row.get(0)?, step: row.get(1)?, kind, attempt: row.get(3)?, reclaimed: claims > 1 };
             claimed.push((row.get::<i64>(4)?, item));
         }
         tx.commit().await?;
@@ -116,14 +125,20 @@ impl Store {
         Ok(claimed)
     }
 
-    /// Gives a claim back before its lease ends (a worker shutting down).
-    /// Returns whether `owner` still held it.
+    /// Gives a claim back before its lease ends (a worker shutting down), for a
+    /// claim whose work was not done: the row's claim count goes back down, so
+    /// the next claim is not [`WorkItem::reclaimed`] on its account. The row is
+    /// due again at once (other processes are woken). Returns whether `owner`
+    /// still held it.
     pub async fn release(&self, claim: &Claim, owner: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let released = match claim {
             Claim::Work(w) => tx.execute(RELEASE_WORK, work_args(w, owner)).await?,
             Claim::Timer(t) => tx.execute(RELEASE_TIMER, timer_args(t, owner)?).await?,
         };
+        if released > 0 {
+            wakeups::notify(&mut tx).await?;
+        }
         tx.commit().await?;
         Ok(released > 0)
     }

@@ -15,13 +15,16 @@
 //!
 //! Modules: `db` (dialect adapter), `persist` (action → SQL), `runs`
 //! (admission, apply, reads), `claims` (leases on outbox and timer rows),
-//! `types` (interface values).
+//! `waits` (the completion-reference index), `wakeups` (cross-process
+//! notification of new work), `types` (interface values).
 
 mod claims;
 mod db;
 mod persist;
 mod runs;
 mod types;
+mod waits;
+mod wakeups;
 
 use std::borrow::Cow;
 
@@ -32,6 +35,18 @@ pub use types::{
     Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, RunWork, TimerItem, WorkItem,
     WorkKind,
 };
+pub use wakeups::Wakeups;
+
+/// The schema migrations of each dialect: (version, description, SQL), in order.
+/// A migration once released never changes (its checksum is recorded).
+const MIGRATIONS_SQLITE: [(i64, &str, &str); 2] = [
+    (1, "init", include_str!("../migrations/sqlite/0001_init.sql")),
+    (2, "claims and waits", include_str!("../migrations/sqlite/0002_claims_and_waits.sql")),
+];
+const MIGRATIONS_PG: [(i64, &str, &str); 2] = [
+    (1, "init", include_str!("../migrations/pg/0001_init.sql")),
+    (2, "claims and waits", include_str!("../migrations/pg/0002_claims_and_waits.sql")),
+];
 
 /// What can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -95,14 +110,20 @@ impl Store {
         Ok(Store { pool: db::Pool::connect(url).await? })
     }
 
-    /// Brings the schema up to date. Idempotent.
+    /// Brings the schema up to date, applying the migrations a database has not
+    /// had yet (an existing database is upgraded in place). Idempotent.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let (sql, dialect) = match &self.pool {
-            db::Pool::Sqlite(_) => (include_str!("../migrations/sqlite/0001_init.sql"), "sqlite"),
-            db::Pool::Pg(_) => (include_str!("../migrations/pg/0001_init.sql"), "pg"),
+        let (migrations, dialect) = match &self.pool {
+            db::Pool::Sqlite(_) => (MIGRATIONS_SQLITE, "sqlite"),
+            db::Pool::Pg(_) => (MIGRATIONS_PG, "pg"),
         };
-        let init = Migration::new(1, Cow::Borrowed("init"), MigrationType::Simple, sql.into_sql_str(), false);
-        let migrator = Migrator::with_migrations(vec![init]);
+        let migrations = migrations
+            .into_iter()
+            .map(|(version, description, sql)| {
+                Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
+            })
+            .collect();
+        let migrator = Migrator::with_migrations(migrations);
         let result = match &self.pool {
             db::Pool::Sqlite(p) => migrator.run(p).await,
             db::Pool::Pg(p) => migrator.run(p).await,

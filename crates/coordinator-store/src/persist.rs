@@ -9,20 +9,24 @@
 //!
 //! Deletes that match no row are not stale: the machine may end work the store
 //! never queued (a `RecordEffect` for a call settled by a receipt, a
-//! `ResolveWait` of a wait-until, which has no observation row). Staleness is
-//! caught by the run row's version, which every apply checks.
+//! `ResolveWait` of a wait-until, which has no observation or wait row).
+//! Staleness is caught by the run row's version, which every apply checks.
+//!
+//! A transaction that queues work or sets a timer also notifies other
+//! processes (`wakeups::notify`, once, on PostgreSQL; delivered at commit).
 
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::event::Timer;
 
-use crate::StoreError;
 use crate::db::{Arg, Tx};
 use crate::types::WorkKind;
+use crate::{StoreError, wakeups};
 
 /// One row-level write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Write<'a> {
-    /// Upsert the outbox row of (step, kind), clearing any lease; due at once when `not_before` is `None`.
+    /// Upsert the outbox row of (step, kind), clearing any lease and its claim
+    /// count; due at once when `not_before` is `None`.
     QueueWork { step: &'a str, kind: WorkKind, attempt: i64, not_before: Option<i64> },
     /// Delete the outbox row of (step, kind); only with this attempt when given.
     FinishWork { step: &'a str, kind: WorkKind, attempt: Option<i64> },
@@ -30,7 +34,11 @@ pub(crate) enum Write<'a> {
     SetTimer { timer: &'a Timer, due_at: i64 },
     /// Delete a timer.
     ClearTimer { timer: &'a Timer },
-    /// Delete every outbox and timer row of the run.
+    /// Record the completion reference an open wait-for observes.
+    OpenWait { step: &'a str, reference: &'a str },
+    /// Forget a wait's reference (it is resolved).
+    CloseWait { step: &'a str },
+    /// Delete every outbox, timer and wait row of the run.
     EndWork,
     /// Append an audit entry.
     Journal { kind: AuditKind, step: Option<&'a str>, detail: &'a str },
@@ -61,8 +69,12 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
         Action::Observe { step, seq, at } => {
             vec![QueueWork { step, kind: WorkKind::Observation, attempt: i64::from(*seq), not_before: Some(at.0) }]
         }
-        Action::RecordObservation { step, .. } | Action::ResolveWait { step, .. } => {
+        Action::RecordObservation { step, .. } => {
             vec![FinishWork { step, kind: WorkKind::Observation, attempt: None }]
+        }
+        Action::StartWait { step, reference, .. } => vec![OpenWait { step, reference }],
+        Action::ResolveWait { step, .. } => {
+            vec![FinishWork { step, kind: WorkKind::Observation, attempt: None }, CloseWait { step }]
         }
         Action::ScheduleTimer { timer, at } => vec![SetTimer { timer, due_at: at.0 }],
         Action::CancelTimer { timer } => vec![ClearTimer { timer }],
@@ -70,7 +82,6 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
         Action::Audit { kind, step, detail } => vec![Journal { kind: *kind, step: step.as_deref(), detail }],
         Action::EnterStep { .. }
         | Action::PrepareCommand { .. }
-        | Action::StartWait { .. }
         | Action::StartTimer { .. }
         | Action::EnterAttention { .. }
         | Action::LeaveAttention
@@ -102,10 +113,10 @@ pub(crate) fn parse_timer(key: &str) -> Result<Timer, StoreError> {
     serde_json::from_str(key).map_err(|e| StoreError::Corrupt(format!("timer {key}: {e}")))
 }
 
-const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until) \
-     VALUES ($1, $2, $3, $4, $5, NULL, NULL) \
+const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
+     claims) VALUES ($1, $2, $3, $4, $5, NULL, NULL, 0) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
-     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL";
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0";
 const FINISH_WORK: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3";
 const FINISH_ATTEMPT: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4";
 const SET_TIMER: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
@@ -114,14 +125,24 @@ const SET_TIMER: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner,
 const CLEAR_TIMER: &str = "DELETE FROM timers WHERE run_id = $1 AND timer = $2";
 const END_OUTBOX: &str = "DELETE FROM outbox WHERE run_id = $1";
 const END_TIMERS: &str = "DELETE FROM timers WHERE run_id = $1";
+const OPEN_WAIT: &str = "INSERT INTO waits (run_id, step, reference) VALUES ($1, $2, $3) \
+     ON CONFLICT (run_id, step) DO UPDATE SET reference = excluded.reference";
+const CLOSE_WAIT: &str = "DELETE FROM waits WHERE run_id = $1 AND step = $2";
+const END_WAITS: &str = "DELETE FROM waits WHERE run_id = $1";
 const JOURNAL: &str = "INSERT INTO audit (run_id, at, kind, step, detail) VALUES ($1, $2, $3, $4, $5)";
 
-/// Persists every action of a decision, in order, inside `tx`.
+/// Persists every action of a decision, in order, inside `tx`; notifies other
+/// processes once if any of them queued work or set a timer.
 pub(crate) async fn persist(tx: &mut Tx, run_id: &str, at: i64, actions: &[Action]) -> Result<(), StoreError> {
+    let mut wakes = false;
     for action in actions {
         for write in writes(action) {
+            wakes |= matches!(write, Write::QueueWork { .. } | Write::SetTimer { .. });
             execute(tx, run_id, at, write).await?;
         }
+    }
+    if wakes {
+        wakeups::notify(tx).await?;
     }
     Ok(())
 }
@@ -146,9 +167,16 @@ async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result
         Write::ClearTimer { timer } => {
             tx.execute(CLEAR_TIMER, vec![run, timer_key(timer)?.into()]).await?;
         }
+        Write::OpenWait { step, reference } => {
+            tx.execute(OPEN_WAIT, vec![run, step.into(), reference.into()]).await?;
+        }
+        Write::CloseWait { step } => {
+            tx.execute(CLOSE_WAIT, vec![run, step.into()]).await?;
+        }
         Write::EndWork => {
             tx.execute(END_OUTBOX, vec![run.clone()]).await?;
-            tx.execute(END_TIMERS, vec![run]).await?;
+            tx.execute(END_TIMERS, vec![run.clone()]).await?;
+            tx.execute(END_WAITS, vec![run]).await?;
         }
         Write::Journal { kind, step, detail } => {
             tx.execute(JOURNAL, vec![run, at.into(), audit_kind(kind).into(), step.into(), detail.into()]).await?;
@@ -179,5 +207,23 @@ mod tests {
             writes(&dispatch),
             vec![Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: Some(7) }]
         );
+    }
+
+    #[test]
+    fn waits_are_opened_and_closed_with_the_wait() {
+        let start = Action::StartWait {
+            step: "w".into(),
+            reference: "ref".into(),
+            started_at: Instant(1),
+            interval_seconds: 30,
+            timeout_at: Instant(2),
+        };
+        assert_eq!(writes(&start), vec![Write::OpenWait { step: "w", reference: "ref" }]);
+        let resolve = Action::ResolveWait {
+            step: "w".into(),
+            resolution: coordinator_core::machine::action::WaitResolution::Completed,
+            value: None,
+        };
+        assert!(writes(&resolve).contains(&Write::CloseWait { step: "w" }));
     }
 }

@@ -170,6 +170,9 @@ pub struct WorkItem {
     pub kind: WorkKind,
     /// The fencing token: the attempt number (the sequence number of an observation; 0 for a receipt).
     pub attempt: i64,
+    /// The row had been claimed before and that claim neither finished nor was
+    /// released (its lease ran out): an earlier worker may have done the work.
+    pub reclaimed: bool,
 }
 
 /// A timer row claimed by a worker.

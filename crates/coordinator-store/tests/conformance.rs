@@ -1,11 +1,18 @@
 //! The store's contract, one suite run against both backends: every behaviour
-//! below is an `async fn(&Store)`, and `conformance!` gives each a driver on a
-//! fresh SQLite file and one on a fresh PostgreSQL database.
+//! is an `async fn(&Store)` (or `&TestDb` when it needs the URL), and
+//! `conformance!` gives each a driver on a fresh SQLite file and one on a fresh
+//! PostgreSQL database, migrated to the current schema (or, for upgrade tests,
+//! only to the first). Claim counting lives in `conformance/redispatch.rs`,
+//! the wait index and wake-ups in `conformance/waits.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
 
+#[path = "conformance/redispatch.rs"]
+mod redispatch;
 mod support;
+#[path = "conformance/waits.rs"]
+mod waits;
 
 use std::collections::BTreeSet;
 
@@ -14,33 +21,39 @@ use coordinator_core::model::run::RunState;
 use coordinator_store::{
     Admission, Claim, Cursor, Decision, Package, RunFilter, Store, StoreError, TimerItem, WorkItem, WorkKind,
 };
+use redispatch::{
+    a_claim_after_a_lost_lease_is_reclaimed, a_new_attempt_resets_the_claim_count, a_released_claim_does_not_count,
+    an_upgrade_counts_claims_taken_before_it,
+};
 use serde_json::json;
 use support::{T0, admit, deciding, first, new_run, run_id, workflow};
+use waits::{open_waits_are_indexed_by_reference, work_committed_elsewhere_wakes_a_listener_on_postgres};
 
+/// `conformance!(Schema in sqlite_module, postgres_module: test, …)`.
 macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod on_sqlite {
+    ($schema:ident in $sqlite:ident, $postgres:ident: $($name:ident),* $(,)?) => {
+        mod $sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let db = super::support::sqlite().await;
-                    super::$name(&db.store).await;
+                    let db = super::support::sqlite(super::support::Schema::$schema).await;
+                    super::$name(&db).await;
                 }
             )*
         }
-        mod on_postgres {
+        mod $postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let db = super::support::postgres().await;
-                    super::$name(&db.store).await;
+                    let db = super::support::postgres(super::support::Schema::$schema).await;
+                    super::$name(&db).await;
                 }
             )*
         }
     };
 }
 
-conformance!(
+conformance!(Current in on_sqlite, on_postgres:
     migrate_is_idempotent,
     packages_are_stored_and_activated,
     admission_is_idempotent,
@@ -53,7 +66,14 @@ conformance!(
     timers_are_claimed_and_the_deadline_ends_the_run,
     list_runs_paginates_with_a_stable_cursor,
     concurrent_applies_serialise,
+    a_claim_after_a_lost_lease_is_reclaimed,
+    a_released_claim_does_not_count,
+    a_new_attempt_resets_the_claim_count,
+    open_waits_are_indexed_by_reference,
+    work_committed_elsewhere_wakes_a_listener_on_postgres,
 );
+
+conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres: an_upgrade_counts_claims_taken_before_it);
 
 const LEASE_MS: i64 = 30_000;
 
@@ -63,6 +83,15 @@ fn accepted_read() -> Event {
         step: "read-application".into(),
         attempt: 1,
         answer: CallAnswer::Accepted { output, completions: Default::default() },
+    }
+}
+
+fn accepted_review(reference: &str) -> Event {
+    let completions = [("result".to_owned(), reference.to_owned())].into_iter().collect();
+    Event::CallAnswered {
+        step: "request-review".into(),
+        attempt: 1,
+        answer: CallAnswer::Accepted { output: json!({"reviewRequestId": "rr-1"}), completions },
     }
 }
 
@@ -226,11 +255,16 @@ async fn a_lost_lease_cannot_apply(store: &Store) {
     let wf = workflow();
     let id = admit(store, &wf, &run_id(1), T0).await;
     let mine = ok(store.claim_work(T0, "w1", LEASE_MS, 1).await, "claim");
-    let expected =
-        WorkItem { run_id: id.clone(), step: "read-application".into(), kind: WorkKind::Attempt, attempt: 1 };
+    let expected = WorkItem {
+        run_id: id.clone(),
+        step: "read-application".into(),
+        kind: WorkKind::Attempt,
+        attempt: 1,
+        reclaimed: false,
+    };
     assert_eq!(mine, vec![expected.clone()]);
     let theirs = ok(store.claim_work(T0 + LEASE_MS + 1, "w2", LEASE_MS, 1).await, "take over");
-    assert_eq!(theirs, vec![expected.clone()]);
+    assert_eq!(theirs, vec![WorkItem { reclaimed: true, ..expected.clone() }]);
 
     let (work, row) = (ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load"));
     let event = accepted_read();

@@ -8,6 +8,13 @@
 //! reaches the database in clear. Compiled workflows are cached per revision
 //! (immutable). After every commit that may have queued work the worker is woken
 //! (`Engine::wake`); the worker itself lives in `worker`.
+//!
+//! After-commit hooks (SPEC §5): every decision goes through
+//! [`Engine::handle`] (API events) or `Engine::apply_claimed` (the worker's
+//! fenced reports), which record the engine's [`Metrics`] once the store
+//! committed, or once an ignored or refused event wrote nothing. Activating a
+//! package ([`Engine::activate`]) and the operator's inspection
+//! ([`Engine::inspect`]) live here too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -19,16 +26,18 @@ use coordinator_core::machine::run::Run;
 use coordinator_core::machine::time::Instant;
 use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_core::model::run::RunState;
-use coordinator_core::package;
+use coordinator_core::package::{self, PackageError};
 use coordinator_functions::Limits;
 use coordinator_products::{Connection, ProductClient};
 use coordinator_seal::{Binding, Keyring, Purpose};
-use coordinator_store::{Admission, Decision, NewRun, Store};
+use coordinator_store::{Admission, Claim, Decision, NewRun, Package, Store, StoreError};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::error::EngineError;
+use crate::inspection::{self, Inspection};
+use crate::metrics::{Committed, Decided, Metrics};
 
 /// The result of an admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +82,54 @@ pub struct Engine {
     pub(crate) wake: Notify,
     /// This process's lease owner id.
     pub(crate) owner: String,
+    /// This engine's metrics (its own recorder).
+    metrics: Metrics,
+}
+
+/// A package activated by [`Engine::activate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activation {
+    /// The workflow.
+    pub workflow: String,
+    /// The revision new admissions get from now on.
+    pub revision: String,
+    /// The package's digest.
+    pub digest: String,
+    /// The revision that was active before, if any (the same one when re-activated).
+    pub previous_revision: Option<String>,
+}
+
+/// Why a package was not activated.
+#[derive(Debug, thiserror::Error)]
+pub enum ActivationError {
+    /// The bytes' digest is not the pinned one (`package.digest-mismatch`).
+    #[error("the package's digest is {actual}, not the pinned {expected}")]
+    DigestMismatch {
+        /// The pinned digest.
+        expected: String,
+        /// The digest of the bytes.
+        actual: String,
+    },
+    /// The bytes are not a package this service can run (`package.invalid`).
+    #[error("{0}")]
+    Invalid(String),
+    /// An operation uses a connection the deployment does not configure (`package.unknown-connection`).
+    #[error("operation `{alias}` uses connection `{connection}`, which this deployment does not configure")]
+    UnknownConnection {
+        /// The operation alias.
+        alias: String,
+        /// The connection it names.
+        connection: String,
+    },
+    /// The revision is stored already with other package bytes (`package.revision-conflict`).
+    #[error("revision {revision} is stored already with another package digest")]
+    RevisionConflict {
+        /// The revision.
+        revision: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 impl std::fmt::Debug for Engine {
@@ -98,7 +155,13 @@ impl Engine {
             workflows: RwLock::new(HashMap::new()),
             wake: Notify::new(),
             owner: format!("coordinator-{}", uuid::Uuid::now_v7()),
+            metrics: Metrics::new(),
         }
+    }
+
+    /// This engine's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The store.
@@ -152,6 +215,7 @@ impl Engine {
         if !violations.is_empty() {
             return Err(EngineError::InputInvalid { pointers: violations.into_iter().map(|v| v.pointer).collect() });
         }
+        let started = std::time::Instant::now();
         let now = now_ms();
         let new = NewRun {
             id: uuid::Uuid::now_v7().to_string(),
@@ -162,14 +226,18 @@ impl Engine {
             input_digest: input_digest(&input)?,
             admitted_at: now,
         };
+        let mut committed = Committed::default();
         let first = || -> Result<Decision, EngineError> {
             let run = Run::new(&new.id, &active, Instant(now), input);
             let t = decide(&wf, &run, &Event::Admitted, Instant(now), &self.settings);
+            committed = Committed::of(&t.actions);
             self.conclude(run, &t)
         };
         let admission = self.store.admit(&new, first).await.map_err(EngineError::from_store)?;
         let created = matches!(admission, Admission::Created(_));
+        self.metrics.admission(created);
         if created {
+            self.metrics.admitted(committed, started.elapsed());
             self.wake.notify_one();
         }
         let row = self.store.load(admission.run_id()).await?.ok_or(EngineError::RunNotFound)?;
@@ -183,10 +251,61 @@ impl Engine {
     /// not apply the event (nothing is written), or a store/seal failure.
     pub async fn handle(&self, run_id: &str, event: &Event, now: i64) -> Result<(), EngineError> {
         let wf = self.workflow_of(run_id).await?;
-        let decide = |snapshot: &[u8]| self.decide_on(&wf, run_id, snapshot, event, now);
-        self.store.apply(run_id, now, decide).await.map_err(EngineError::from_store)?;
+        self.apply_recorded(None, run_id, event, now, &wf).await?;
         self.wake.notify_one();
         Ok(())
+    }
+
+    /// Applies a worker's report on a claimed row (a product's answer, a due
+    /// timer) under the claim's fence, then records the after-commit metrics.
+    ///
+    /// # Errors
+    /// As [`Engine::handle`]; a report whose lease was taken over is a store
+    /// error (`LeaseLost`) and writes nothing.
+    pub async fn apply_claimed(
+        &self,
+        claim: &Claim,
+        run_id: &str,
+        event: &Event,
+        wf: &Workflow,
+    ) -> Result<(), EngineError> {
+        self.apply_recorded(Some(claim), run_id, event, now_ms(), wf).await
+    }
+
+    /// One event through the store's transaction (fenced by `claim` when given),
+    /// with the metrics recorded after it committed or was not applied.
+    async fn apply_recorded(
+        &self,
+        claim: Option<&Claim>,
+        run_id: &str,
+        event: &Event,
+        now: i64,
+        wf: &Workflow,
+    ) -> Result<(), EngineError> {
+        let started = std::time::Instant::now();
+        let mut committed = None;
+        let decide = |snapshot: &[u8]| {
+            let decision = self.decide_on(wf, run_id, snapshot, event, now)?;
+            committed = Some(Committed::of(&decision.actions));
+            Ok::<_, EngineError>(decision)
+        };
+        let applied = match claim {
+            None => self.store.apply(run_id, now, decide).await,
+            Some(claim) => self.store.apply_fenced(claim, &self.owner, now, decide).await,
+        };
+        let result = applied.map(|_| ()).map_err(EngineError::from_store);
+        let decided = match &result {
+            Ok(()) => Some(Decided::Applied),
+            Err(EngineError::Ignored(_)) => Some(Decided::Ignored),
+            Err(EngineError::Refused { .. }) => Some(Decided::Refused),
+            // Not committed (lease lost, stale, store failure): nothing to record.
+            Err(_) => None,
+        };
+        if let Some(decided) = decided {
+            let committed = if decided == Decided::Applied { committed } else { None };
+            self.metrics.decision(event, decided, committed, started.elapsed());
+        }
+        result
     }
 
     /// The workflow a stored run is pinned to.
@@ -252,6 +371,70 @@ impl Engine {
             output: if finished { run.output } else { None },
             failure: run.failure,
         })
+    }
+}
+
+impl Engine {
+    /// The operator's inspection of a run (SPEC §3): every step, effect and
+    /// wait, and the recovery actions the rules accept now. Nothing protected.
+    ///
+    /// # Errors
+    /// [`EngineError::RunNotFound`], or a store/seal failure.
+    pub async fn inspect(&self, run_id: &str) -> Result<Inspection, EngineError> {
+        let row = self.store.load(run_id).await?.ok_or(EngineError::RunNotFound)?;
+        let run = self.open(&row.id, &row.snapshot)?;
+        let wf = self.workflow(&row.revision).await?;
+        Ok(inspection::inspect(&wf, &run, Instant(now_ms()), &self.settings))
+    }
+
+    /// Activates a package (SPEC §2.4, §3 Pinning): checks the bytes against
+    /// the pinned digest, reads and compiles the definition, checks that every
+    /// operation's connection is configured, stores the package and makes its
+    /// revision the one new admissions get. Admitted runs keep their revision.
+    /// Activating the active revision again changes nothing.
+    ///
+    /// # Errors
+    /// [`ActivationError`].
+    pub async fn activate(&self, bytes: &[u8], digest: &str) -> Result<Activation, ActivationError> {
+        let package = package::read(bytes, Some(digest)).map_err(|e| match e {
+            PackageError::Digest { expected, actual } => ActivationError::DigestMismatch { expected, actual },
+            // Parser messages can quote the body: say what is expected instead.
+            PackageError::Malformed(_) => ActivationError::Invalid(
+                "the body is not a Coordinator package (canonical JSON {format, manifest, definition})".to_owned(),
+            ),
+            other => ActivationError::Invalid(other.to_string()),
+        })?;
+        let definition = package.definition;
+        for (alias, op) in &definition.operations {
+            if !self.connections.contains_key(&op.connection) {
+                return Err(ActivationError::UnknownConnection {
+                    alias: alias.clone(),
+                    connection: op.connection.clone(),
+                });
+            }
+        }
+        let workflow = definition.workflow.clone();
+        let revision = package.manifest.revision;
+        let compiled = Workflow::compile(definition, Limits::default())
+            .map_err(|e| ActivationError::Invalid(format!("the package does not compile: {e}")))?;
+        let stored = Package {
+            revision: revision.clone(),
+            workflow: workflow.clone(),
+            digest: digest.to_owned(),
+            bytes: bytes.to_vec(),
+        };
+        self.store.put_package(&stored).await.map_err(|e| match e {
+            StoreError::Conflict { .. } => ActivationError::RevisionConflict { revision: revision.clone() },
+            other => ActivationError::Engine(other.into()),
+        })?;
+        let previous_revision = self.store.active(&workflow).await.map_err(EngineError::from)?;
+        self.store.activate(&workflow, &revision).await.map_err(EngineError::from)?;
+        self.workflows
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(revision.clone())
+            .or_insert_with(|| Arc::new(compiled));
+        Ok(Activation { workflow, revision, digest: digest.to_owned(), previous_revision })
     }
 }
 

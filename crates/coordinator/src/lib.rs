@@ -4,13 +4,22 @@
 //!
 //! Modules: `engine` (admission, events under the run lock, sealed snapshots,
 //! the workflow cache), `worker` (claims, product requests, fenced reports),
-//! `api` (axum router), `dev` (the one-command development stack), `error`.
+//! `api` (axum router, one module per concern), `inspection` (the operator's
+//! view of a run, with the recovery actions the machine would accept),
+//! `metrics` (each engine's Prometheus recorder, fed after commit),
+//! `completions` (completion notifications), `dev` (the one-command
+//! development stack), `error`.
 //! The binary (`main.rs`) only parses arguments and prints.
 
 pub mod api;
+pub mod completions;
+pub mod deployment;
 pub mod dev;
 pub mod engine;
 pub mod error;
+pub mod inspection;
+pub mod metrics;
+pub mod serve;
 pub mod worker;
 
 pub use engine::{AdmitResult, Engine, RunView};

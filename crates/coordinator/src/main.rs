@@ -1,5 +1,6 @@
-//! `coordinator`: the service binary. Only `dev` is built so far (SPEC §7);
-//! `serve` and `migrate` with `runtime.yaml` are later work.
+//! `coordinator`: the service binary (SPEC §7): `dev`, `serve`, `migrate`.
+//! Parses arguments, prints, and maps failures to exit codes (`0` ok, `1`
+//! refused, `2` usage, `3` a needed resource is unavailable).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,7 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use coordinator::deployment::{DeploymentError, RuntimeConfig};
 use coordinator::dev::{self, DevError, DevOptions};
+use coordinator::serve::{self, ServeError};
 
 /// The Coordinator service.
 #[derive(Debug, Parser)]
@@ -34,6 +37,18 @@ enum Command {
         #[arg(long)]
         token: Option<String>,
     },
+    /// Run the service of a deployment described by runtime.yaml (the database must be migrated).
+    Serve {
+        /// The deployment's runtime file.
+        #[arg(long)]
+        runtime: PathBuf,
+    },
+    /// Bring the schema of runtime.yaml's database up to date (idempotent).
+    Migrate {
+        /// The deployment's runtime file.
+        #[arg(long)]
+        runtime: PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -42,6 +57,8 @@ fn main() -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         match args.command {
             Command::Dev { project, listen, data, token } => run_dev(DevOptions { project, listen, data, token }).await,
+            Command::Serve { runtime } => Ok(run_serve(&runtime).await),
+            Command::Migrate { runtime } => Ok(run_migrate(&runtime).await),
         }
     })
 }
@@ -81,4 +98,53 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
         _ = tokio::signal::ctrl_c() => println!("coordinator dev: stopping"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn run_serve(runtime: &std::path::Path) -> ExitCode {
+    let deployment = match RuntimeConfig::read(runtime).and_then(RuntimeConfig::resolve) {
+        Ok(d) => d,
+        Err(e) => return refuse(&ServeError::Deployment(e)),
+    };
+    let mut service = match serve::start(deployment).await {
+        Ok(service) => service,
+        Err(e) => return refuse(&e),
+    };
+    let url = service.url();
+    println!("coordinator serve: workflow {} at revision {}", service.workflow, service.revision);
+    println!("  API: {url}/v1/runs   (health: {url}/healthz)");
+    println!("  (authentication is not built yet: the API does not check callers; keep it on a private network)");
+    tokio::select! {
+        () = service.serve_forever() => {}
+        _ = tokio::signal::ctrl_c() => println!("coordinator serve: stopping"),
+    }
+    ExitCode::SUCCESS
+}
+
+async fn run_migrate(runtime: &std::path::Path) -> ExitCode {
+    let config = match RuntimeConfig::read(runtime) {
+        Ok(c) => c,
+        Err(e) => return refuse(&ServeError::Deployment(e)),
+    };
+    match serve::migrate(&config).await {
+        Ok(()) => {
+            println!("coordinator migrate: the database of {} is up to date", runtime.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => refuse(&e),
+    }
+}
+
+/// Prints why the service cannot go on; exit code 1 (refused) or 3 (unavailable).
+fn refuse(error: &ServeError) -> ExitCode {
+    if let ServeError::Deployment(DeploymentError::Refused { diagnostics, .. }) = error {
+        for d in diagnostics {
+            let severity = if d.is_error() { "error" } else { "warning" };
+            eprintln!("{}:{}:{}: {severity}[{}]: {}", d.file, d.line, d.column, d.code.as_str(), d.message);
+            if !d.help.is_empty() {
+                eprintln!("  help: {}", d.help);
+            }
+        }
+    }
+    eprintln!("error: {error}");
+    ExitCode::from(if error.is_unavailable() { 3 } else { 1 })
 }

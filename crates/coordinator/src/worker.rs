@@ -1,39 +1,94 @@
 //! The worker: claims due timers and outbox rows, does what each row asks
 //! (send an attempt, look up a receipt, observe a completion) through
 //! `ProductClient` with a fresh token each time, and reports the classified
-//! answer as an event with `Store::apply_fenced`, so a worker whose lease was
-//! taken over cannot apply.
+//! answer as an event under the claim's fence (`Engine::apply_claimed`, which
+//! uses `Store::apply_fenced`), so a worker whose lease was taken over cannot
+//! apply.
 //!
-//! It sleeps until the store's next due instant or until it is woken after a
-//! commit, and polls at most every [`MAX_SLEEP`] as a fallback: no busy loop.
-//! Each claimed row is handled on its own task; the lease keeps other claims
-//! (of this or another process) away from it meanwhile.
+//! It sleeps until the store's next due instant, until this process's engine
+//! wakes it after a commit, or until another process sharing the database
+//! commits new work (`Store::wakeups`, PostgreSQL `NOTIFY`), and polls at most
+//! every [`MAX_SLEEP`] as a fallback: no busy loop. Each claimed row is handled
+//! on its own task; the lease ([`WorkerOptions::lease_ms`], longer than a
+//! token request and a product request take at most) keeps other claims (of
+//! this or another process) away from it meanwhile.
+//!
+//! Re-dispatch after a lost lease: a row whose earlier claim ran out without a
+//! report comes back `reclaimed`. An attempt of a mutation or evaluation is
+//! then NOT sent again: the earlier worker may have sent it and the product may
+//! have acted, so the worker reports the effect uncertain (SPEC §3: the run
+//! goes to `attention`, an operator settles it). Reads, receipt lookups and
+//! observations change nothing and are simply done again.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator_core::machine::compiled::Workflow;
-use coordinator_core::machine::event::{Event, Observation};
+use coordinator_core::machine::event::{CallAnswer, Event, Observation};
 use coordinator_core::machine::run::Run;
 use coordinator_core::model::catalog::Effect;
 use coordinator_core::model::workflow::Step;
 use coordinator_products::Connection;
-use coordinator_store::{Claim, TimerItem, WorkItem, WorkKind};
+use coordinator_store::{Claim, TimerItem, Wakeups, WorkItem, WorkKind};
 
 use crate::engine::{Engine, now_ms};
 use crate::error::EngineError;
 
 /// The longest the worker sleeps without looking for due work.
 pub const MAX_SLEEP: Duration = Duration::from_millis(250);
-/// How long a claim is leased (longer than any product request timeout).
-const LEASE_MS: i64 = 120_000;
+/// What a lease allows beyond the product requests: loading the run, deciding,
+/// committing the report.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
 /// Rows claimed per round.
 const CLAIM_LIMIT: u32 = 32;
 
-/// Runs the worker until the task is dropped or aborted.
+/// How a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerOptions {
+    /// How long a claim is leased, in ms. It must outlast doing and reporting
+    /// a row: a claim that runs out is taken over, and an attempt of a
+    /// mutation or evaluation taken over is reported uncertain.
+    pub lease_ms: i64,
+}
+
+impl WorkerOptions {
+    /// The options for an engine's connections (see [`lease_ms_for`]).
+    pub fn for_engine(engine: &Engine) -> WorkerOptions {
+        WorkerOptions { lease_ms: lease_ms_for(engine.connections.values()) }
+    }
+}
+
+/// The lease a claim needs with these connections, in ms: 2 × (connect +
+/// request timeout) of the slowest connection (a token request and the call
+/// itself each take at most that) plus [`LEASE_MARGIN`].
+pub fn lease_ms_for<'a>(connections: impl IntoIterator<Item = &'a Connection>) -> i64 {
+    let slowest = connections
+        .into_iter()
+        .map(|c| c.connect_timeout.saturating_add(c.request_timeout))
+        .max()
+        .unwrap_or(Duration::ZERO);
+    let lease = slowest.saturating_mul(2).saturating_add(LEASE_MARGIN);
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Runs the worker with the lease its engine's connections need
+/// ([`WorkerOptions::for_engine`]) until the task is dropped or aborted.
 pub async fn run(engine: Arc<Engine>) {
+    let options = WorkerOptions::for_engine(&engine);
+    run_with(engine, options).await;
+}
+
+/// Runs the worker with `options` until the task is dropped or aborted.
+pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
+    let mut wakeups = match engine.store.wakeups().await {
+        Ok(wakeups) => wakeups,
+        Err(e) => {
+            eprintln!("coordinator worker: not listening for other processes' work (polling instead): {e}");
+            Wakeups::never()
+        }
+    };
     loop {
-        let claimed = match claim_round(&engine).await {
+        let claimed = match claim_round(&engine, options).await {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("coordinator worker: claiming failed: {e}");
@@ -51,16 +106,17 @@ pub async fn run(engine: Arc<Engine>) {
         };
         tokio::select! {
             () = engine.wake.notified() => {}
+            () = wakeups.next() => {}
             () = tokio::time::sleep(sleep) => {}
         }
     }
 }
 
 /// Claims due timers and work and starts a task for each; returns how many were claimed.
-async fn claim_round(engine: &Arc<Engine>) -> Result<usize, EngineError> {
+async fn claim_round(engine: &Arc<Engine>, options: WorkerOptions) -> Result<usize, EngineError> {
     let now = now_ms();
-    let timers = engine.store.claim_timers(now, &engine.owner, LEASE_MS, CLAIM_LIMIT).await?;
-    let work = engine.store.claim_work(now, &engine.owner, LEASE_MS, CLAIM_LIMIT).await?;
+    let timers = engine.store.claim_timers(now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
+    let work = engine.store.claim_work(now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
     let claimed = timers.len() + work.len();
     // Timers first, in the store's order (due time, then SPEC §3 precedence), one after another.
     for timer in timers {
@@ -114,9 +170,26 @@ async fn attempt(engine: &Engine, wf: &Workflow, run: &Run, item: &WorkItem) -> 
     let (conn, operation, effect) = call_target(engine, wf, &item.step)?;
     let call = run.call(&item.step).ok_or_else(|| missing(item, "call"))?;
     let attempt = u32::try_from(item.attempt).map_err(|_| missing(item, "attempt number"))?;
+    if item.reclaimed && !resendable(effect) {
+        eprintln!(
+            "coordinator worker: attempt {attempt} of step {} of run {} was claimed before and never reported; \
+             not sending it again, its effect is unknown",
+            item.step, item.run_id
+        );
+        return Ok(Event::CallAnswered { step: item.step.clone(), attempt, answer: CallAnswer::Uncertain });
+    }
     let send_key = matches!(effect, Effect::Mutation | Effect::Evaluation);
     let answer = engine.products.call(conn, &operation, &call.command, &run.id, attempt, send_key).await;
     Ok(Event::CallAnswered { step: item.step.clone(), attempt, answer })
+}
+
+/// Whether an attempt an earlier worker may have sent can be sent again
+/// without guessing: only a read (repeating it changes nothing).
+fn resendable(effect: Effect) -> bool {
+    match effect {
+        Effect::Read => true,
+        Effect::Mutation | Effect::Evaluation | Effect::ProposalAction => false,
+    }
 }
 
 async fn observe(engine: &Engine, wf: &Workflow, run: &Run, item: &WorkItem) -> Result<Event, EngineError> {
@@ -147,13 +220,39 @@ pub(crate) fn call_target<'a>(
     Ok((conn, operation.to_owned(), pinned.descriptor.effect))
 }
 
+/// Reports on a claim under its fence (the engine records the after-commit metrics).
 async fn apply(engine: &Engine, wf: &Workflow, claim: &Claim, run_id: &str, event: &Event) -> Result<(), EngineError> {
-    let now = now_ms();
-    let decide = |snapshot: &[u8]| engine.decide_on(wf, run_id, snapshot, event, now);
-    engine.store.apply_fenced(claim, &engine.owner, now, decide).await.map_err(EngineError::from_store)?;
-    Ok(())
+    engine.apply_claimed(claim, run_id, event, wf).await
 }
 
 fn missing(item: &WorkItem, what: &str) -> EngineError {
     EngineError::Corrupt(format!("run {} has no {what} for step {} ({})", item.run_id, item.step, item.kind.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use coordinator_products::{HttpUrl, Secret, TokenSource};
+
+    use super::*;
+
+    fn default_connection() -> Connection {
+        let url = match HttpUrl::parse("http://127.0.0.1:9/product") {
+            Ok(url) => url,
+            Err(e) => panic!("url: {e}"),
+        };
+        Connection::new(url, TokenSource::Static(Secret::new("token")))
+    }
+
+    fn connection(connect_s: u64, request_s: u64) -> Connection {
+        default_connection().with_timeouts(Duration::from_secs(connect_s), Duration::from_secs(request_s))
+    }
+
+    #[test]
+    fn the_lease_covers_a_token_request_and_a_call_on_the_slowest_connection() {
+        let default = default_connection();
+        assert_eq!(lease_ms_for([&default]), 80_000, "2 × (5 s + 30 s) + 10 s");
+        let (fast, slow) = (connection(1, 2), connection(10, 50));
+        assert_eq!(lease_ms_for([&fast, &slow, &default]), 130_000);
+        assert_eq!(lease_ms_for([]), 10_000, "no connection: the margin alone");
+    }
 }

@@ -1,7 +1,11 @@
 //! Conformance-suite support: a fresh database per test on each backend (the
-//! PostgreSQL one dropped by a guard even when the test panics), the
-//! reviewed-notice workflow, and runs driven through the real state machine.
+//! PostgreSQL one dropped by a guard even when the test panics), migrated to
+//! the current schema or only to the first one (upgrade tests), raw SQL for
+//! setting up old rows, the reviewed-notice workflow, and runs driven through
+//! the real state machine.
 
+use std::borrow::Cow;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,7 +18,8 @@ use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_functions::Limits;
 use coordinator_store::{Admission, Decision, NewRun, Store, StoreError};
 use serde_json::json;
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, SqlSafeStr, SqliteConnection};
 
 /// The maintenance database test databases are created from.
 const MAINTENANCE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -22,10 +27,37 @@ const MAINTENANCE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 /// The admission instant of test runs.
 pub const T0: i64 = 1_791_968_400_000; // 2026-10-14T09:00:00Z
 
-/// A migrated store on a fresh database, removed when dropped.
+/// A store on a fresh database, removed when dropped. It derefs to the
+/// [`Store`], so suite functions taking `&Store` accept `&TestDb`.
 pub struct TestDb {
     pub store: Store,
+    /// The database URL (for a second handle or raw SQL).
+    pub url: String,
     _cleanup: Cleanup,
+}
+
+impl Deref for TestDb {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+impl TestDb {
+    /// Whether this is the PostgreSQL backend.
+    pub fn is_postgres(&self) -> bool {
+        self.url.starts_with("postgres:")
+    }
+}
+
+/// Which schema a fresh test database gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// Everything `Store::migrate` applies.
+    Current,
+    /// Only migration 1 (as released), for upgrade tests.
+    Initial,
 }
 
 enum Cleanup {
@@ -61,17 +93,18 @@ fn unique_suffix() -> String {
     format!("{}_{}_{}", std::process::id(), nanos, COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
-/// A migrated SQLite store in a fresh temporary directory.
-pub async fn sqlite() -> TestDb {
+/// A SQLite store in a fresh temporary directory, migrated to `schema`.
+pub async fn sqlite(schema: Schema) -> TestDb {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("store.db").display());
     let store = Store::connect(&url).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
-    store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
-    TestDb { store, _cleanup: Cleanup::Sqlite(dir) }
+    let db = TestDb { store, url, _cleanup: Cleanup::Sqlite(dir) };
+    migrate(&db, schema).await;
+    db
 }
 
-/// A migrated PostgreSQL store on a database created for this test.
-pub async fn postgres() -> TestDb {
+/// A PostgreSQL store on a database created for this test, migrated to `schema`.
+pub async fn postgres(schema: Schema) -> TestDb {
     let name = format!("coordinator_test_{}", unique_suffix());
     let mut admin = PgConnection::connect(MAINTENANCE_URL)
         .await
@@ -84,8 +117,45 @@ pub async fn postgres() -> TestDb {
     let _ = admin.close().await;
     let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
     let store = Store::connect(&url).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
-    store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
-    TestDb { store, _cleanup: cleanup }
+    let db = TestDb { store, url, _cleanup: cleanup };
+    migrate(&db, schema).await;
+    db
+}
+
+async fn migrate(db: &TestDb, schema: Schema) {
+    if schema == Schema::Current {
+        db.store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+        return;
+    }
+    // Migration 1 exactly as `Store::migrate` records it, so a later migrate continues from it.
+    let sql = if db.is_postgres() {
+        include_str!("../../migrations/pg/0001_init.sql")
+    } else {
+        include_str!("../../migrations/sqlite/0001_init.sql")
+    };
+    let init = Migration::new(1, Cow::Borrowed("init"), MigrationType::Simple, sql.into_sql_str(), false);
+    let migrator = Migrator::with_migrations(vec![init]);
+    let applied = if db.is_postgres() {
+        let mut conn = PgConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        migrator.run(&mut conn).await
+    } else {
+        let mut conn = SqliteConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        migrator.run(&mut conn).await
+    };
+    applied.unwrap_or_else(|e| panic!("migration 1: {e}"));
+}
+
+/// Runs raw SQL statements on the test database, outside the store.
+pub async fn raw(db: &TestDb, sql: &str) {
+    let sql = AssertSqlSafe(sql.to_owned());
+    let done = if db.is_postgres() {
+        let mut conn = PgConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        sqlx::raw_sql(sql).execute(&mut conn).await.map(|_| ())
+    } else {
+        let mut conn = SqliteConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        sqlx::raw_sql(sql).execute(&mut conn).await.map(|_| ())
+    };
+    done.unwrap_or_else(|e| panic!("raw SQL: {e}"));
 }
 
 struct DirSource(PathBuf);

@@ -1,0 +1,199 @@
+//! The HTTP API (SPEC §7), the part built so far: admission, listing and
+//! reading runs, the operator's inspection and commands (cancel, retry-same,
+//! reconcile), package activation, completion notifications, the OpenAPI
+//! document, Prometheus metrics and a health check. Errors are
+//! `{"code", "message"}` with stable codes; nothing protected (input,
+//! commands, product responses, completion values) is ever echoed.
+//!
+//! The router is built from one table ([`endpoints`] lists it), which the
+//! OpenAPI document is tested against. One module per concern: `runs`
+//! (admit, read, list), `operator` (cancel, retry-same, reconcile),
+//! `inspection`, `packages` (activation), `openapi`.
+//!
+//! Authentication is not built yet: every request acts as the dev operator
+//! ([`DEV_OWNER`]).
+
+mod inspection;
+mod openapi;
+mod operator;
+mod packages;
+mod runs;
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::handler::Handler;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, MethodRouter};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+
+/// The subject every request acts as until authentication is built.
+pub const DEV_OWNER: &str = "dev-operator";
+
+/// An HTTP method the API serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    /// `GET`.
+    Get,
+    /// `POST`.
+    Post,
+}
+
+impl Verb {
+    /// The method as OpenAPI writes it (`get`, `post`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::Post => "post",
+        }
+    }
+
+    fn filter(self) -> MethodFilter {
+        match self {
+            Verb::Get => MethodFilter::GET,
+            Verb::Post => MethodFilter::POST,
+        }
+    }
+}
+
+/// One served route: a method and a path template (`{id}` as in OpenAPI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Endpoint {
+    /// The method.
+    pub verb: Verb,
+    /// The path template.
+    pub path: &'static str,
+}
+
+type Route = (Endpoint, MethodRouter<Arc<Engine>>);
+
+fn route<H, T>(verb: Verb, path: &'static str, handler: H) -> Route
+where
+    H: Handler<T, Arc<Engine>>,
+    T: 'static,
+{
+    (Endpoint { verb, path }, MethodRouter::new().on(verb.filter(), handler))
+}
+
+/// Every route the API serves, with its handler: the one table the router
+/// is built from.
+fn table() -> Vec<Route> {
+    vec![
+        route(Verb::Get, "/healthz", health),
+        route(Verb::Get, "/metrics", metrics),
+        route(Verb::Get, "/v1/openapi.json", openapi::document),
+        route(Verb::Post, "/v1/runs", runs::admit),
+        route(Verb::Get, "/v1/runs", runs::list),
+        route(Verb::Get, "/v1/runs/{id}", runs::read),
+        route(Verb::Get, "/v1/runs/{id}/inspection", inspection::inspect),
+        route(Verb::Post, "/v1/runs/{id}/cancel", operator::cancel),
+        route(Verb::Post, "/v1/runs/{id}/steps/{step}/retry-same", operator::retry_same),
+        route(Verb::Post, "/v1/runs/{id}/steps/{step}/reconcile", operator::reconcile),
+        route(Verb::Post, "/v1/completions/{connection}", completion),
+        packages::activation(),
+    ]
+}
+
+/// The routes [`app`] serves (method and path template), in table order.
+pub fn endpoints() -> Vec<Endpoint> {
+    table().into_iter().map(|(endpoint, _)| endpoint).collect()
+}
+
+/// The API router over an engine.
+pub fn app(engine: Arc<Engine>) -> Router {
+    table()
+        .into_iter()
+        .fold(Router::new(), |router, (endpoint, handler)| router.route(endpoint.path, handler))
+        .with_state(engine)
+}
+
+/// An API error: status, stable code, message.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    pointers: Option<Vec<String>>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into(), pointers: None }
+    }
+
+    /// `400 request.invalid`.
+    fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "request.invalid", message)
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::UnknownWorkflow(_) => ApiError::new(StatusCode::NOT_FOUND, "workflow.unknown", e.to_string()),
+            EngineError::RevisionNotActive { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "revision.not-active", e.to_string())
+            }
+            EngineError::InputInvalid { ref pointers } => ApiError {
+                pointers: Some(pointers.clone()),
+                ..ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "input.invalid", e.to_string())
+            },
+            EngineError::KeyReused => ApiError::new(StatusCode::CONFLICT, "idempotency.key-reused", e.to_string()),
+            EngineError::RunNotFound => ApiError::new(StatusCode::NOT_FOUND, "run.unknown", e.to_string()),
+            other => {
+                eprintln!("coordinator api: {other}");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the request could not be completed")
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"code": self.code, "message": self.message});
+        if let Some(pointers) = self.pointers {
+            body["pointers"] = json!(pointers);
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// The engine's metrics in the Prometheus text format (version 0.0.4).
+async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
+    let text = engine.metrics().render();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+}
+
+/// `POST /v1/completions/{connection}` body.
+#[derive(Debug, Deserialize)]
+struct CompletionBody {
+    reference: String,
+}
+
+/// Always `202`: whether a run waits for the reference is not revealed. The
+/// nudge is delivered in the background.
+async fn completion(
+    State(engine): State<Arc<Engine>>,
+    Path(connection): Path<String>,
+    body: Option<Json<CompletionBody>>,
+) -> StatusCode {
+    if let Some(Json(body)) = body {
+        tokio::spawn(async move {
+            if let Err(e) = crate::completions::nudge(&engine, &connection, &body.reference).await {
+                eprintln!("coordinator api: completion notification not applied: {e}");
+            }
+        });
+    }
+    StatusCode::ACCEPTED
+}

@@ -1,0 +1,74 @@
+//! The operator's commands on a run: `cancel`, `retry-same` and `reconcile`
+//! (SPEC §3), each an event the state machine decides.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use coordinator_core::machine::event::Event;
+use serde_json::json;
+
+use super::ApiError;
+use crate::engine::{Engine, now_ms};
+use crate::error::EngineError;
+
+/// `POST /v1/runs/{id}/cancel`.
+pub(super) async fn cancel(State(engine): State<Arc<Engine>>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    operate(&engine, &id, Event::CancelRequested).await
+}
+
+/// `POST /v1/runs/{id}/steps/{step}/retry-same`.
+pub(super) async fn retry_same(
+    State(engine): State<Arc<Engine>>,
+    Path((id, step)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    operate(&engine, &id, Event::RetrySameRequested { step }).await
+}
+
+/// `POST /v1/runs/{id}/steps/{step}/reconcile`.
+pub(super) async fn reconcile(
+    State(engine): State<Arc<Engine>>,
+    Path((id, step)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    operate(&engine, &id, Event::ReconcileRequested { step }).await
+}
+
+/// An operator's command as an event: `202` with the run's state when applied,
+/// `200` with the reason when there was nothing to do (a cancel of an ended
+/// run), `409` with the rule's code when the rules refuse it.
+async fn operate(engine: &Engine, id: &str, event: Event) -> Result<Response, ApiError> {
+    match engine.handle(id, &event, now_ms()).await {
+        Ok(()) => {
+            let view = engine.view(id).await?;
+            Ok((StatusCode::ACCEPTED, Json(json!({"runId": id, "state": view.state.as_str()}))).into_response())
+        }
+        Err(EngineError::Ignored(reason)) => {
+            let view = engine.view(id).await?;
+            Ok((StatusCode::OK, Json(json!({"runId": id, "state": view.state.as_str(), "note": reason})))
+                .into_response())
+        }
+        Err(EngineError::Refused { code }) => {
+            let message = format!("the rules do not allow this now ({code})");
+            Err(ApiError::new(StatusCode::CONFLICT, refusal_code(&code), message))
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// The stable refusal codes the machine gives operator commands.
+fn refusal_code(code: &str) -> &'static str {
+    const CODES: [&str; 9] = [
+        "operation.never-repeat",
+        "operation.no-receipt",
+        "run.deadline-reached",
+        "run.ended",
+        "run.restore-hold",
+        "step.effect-not-unknown",
+        "step.not-a-call",
+        "step.receipt-pending",
+        "step.attempt-pending",
+    ];
+    CODES.iter().find(|c| **c == code).copied().unwrap_or("operation.refused")
+}

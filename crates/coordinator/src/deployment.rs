@@ -1,0 +1,345 @@
+//! One deployment, as `runtime.yaml` describes it (SPEC §7): the file decoded
+//! with the same diagnostics as `coordinatorctl check --runtime`, its secret
+//! references resolved, the pinned package read and checked against its
+//! digest, and everything turned into what the engine needs (store URL,
+//! keyring, product connections, settings).
+//!
+//! This module is the service's only reader of the environment and of secret
+//! files. A resolved secret lives in memory only; no error message shows one:
+//! errors name the reference (`env:DATABASE_URL`), never its value.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use coordinator_core::check::runtime::{self, RuntimeInput};
+use coordinator_core::diagnostic::Diagnostic;
+use coordinator_core::machine::Settings;
+use coordinator_core::model::runtime::{Authorization, RuntimeFile, SecretRef, SecretSource};
+use coordinator_core::package;
+use coordinator_products::{Connection, HttpUrl, Secret, TokenSource};
+use coordinator_seal::Keyring;
+use coordinator_store::Package;
+
+/// The observation floor when `runtime.yaml` sets none (SPEC §3).
+pub const DEFAULT_OBSERVE_FLOOR_SECONDS: u64 = 30;
+
+/// Why a deployment cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum DeploymentError {
+    /// The runtime file cannot be read.
+    #[error("{file}: cannot read the runtime file: {reason}")]
+    Unreadable {
+        /// The file.
+        file: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The runtime file is not valid: its diagnostics (they never show a secret).
+    #[error("{file} was refused: {}", first_error(.diagnostics))]
+    Refused {
+        /// The file.
+        file: String,
+        /// What is wrong, with positions and repair hints.
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// A secret reference cannot be resolved.
+    #[error("{what}: {reference} {problem}")]
+    Secret {
+        /// What the secret is for.
+        what: String,
+        /// The reference (never the value).
+        reference: String,
+        /// Why it cannot be used.
+        problem: String,
+    },
+    /// The pinned package cannot be used.
+    #[error("package {path}: {reason}")]
+    Package {
+        /// The package file.
+        path: String,
+        /// Why (unreadable, digest mismatch, not a package, connection not configured).
+        reason: String,
+    },
+    /// A value is valid YAML but cannot be used as given.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl DeploymentError {
+    /// Whether the failure is a resource that is unavailable (exit code 3)
+    /// rather than a configuration that is wrong (exit code 1).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, DeploymentError::Unreadable { .. } | DeploymentError::Secret { .. })
+            || matches!(self, DeploymentError::Package { reason, .. } if reason.starts_with("cannot read"))
+    }
+}
+
+/// A decoded runtime file and the directory its relative paths are relative to.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The file as given.
+    pub file: PathBuf,
+    /// Its content.
+    pub runtime: RuntimeFile,
+}
+
+/// A deployment with every reference resolved: what `coordinator serve` runs.
+pub struct Deployment {
+    /// The decoded runtime file.
+    pub config: RuntimeConfig,
+    /// The database URL (a secret: it may carry a password).
+    pub database_url: Secret,
+    /// The payload keys.
+    pub keyring: Keyring,
+    /// Where the API listens.
+    pub listen: SocketAddr,
+    /// The pinned package, read and verified.
+    pub package: Package,
+    /// Connection name → how to reach the product.
+    pub connections: HashMap<String, Connection>,
+    /// The machine's settings (observation floor).
+    pub settings: Settings,
+}
+
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployment")
+            .field("file", &self.config.file)
+            .field("listen", &self.listen)
+            .field("revision", &self.package.revision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeConfig {
+    /// Reads and decodes a runtime file with the checker's diagnostics.
+    ///
+    /// # Errors
+    /// [`DeploymentError::Unreadable`] or [`DeploymentError::Refused`].
+    pub fn read(file: &Path) -> Result<RuntimeConfig, DeploymentError> {
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| DeploymentError::Unreadable { file: shown.clone(), reason: e.to_string() })?;
+        let mut diagnostics = Vec::new();
+        let input = RuntimeInput { file: &shown, text: &text, secrets: None };
+        let (loaded, _) = runtime::load(&input, &mut diagnostics);
+        match loaded {
+            Some(loaded) if !diagnostics.iter().any(Diagnostic::is_error) => {
+                Ok(RuntimeConfig { file: file.to_path_buf(), runtime: loaded.runtime })
+            }
+            _ => Err(DeploymentError::Refused { file: shown, diagnostics }),
+        }
+    }
+
+    /// The directory relative `file:` references and the package path are relative to.
+    fn base(&self) -> PathBuf {
+        self.file.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    /// Resolves a secret reference: an environment variable, or a file's
+    /// contents. Surrounding whitespace (a file's final newline) is dropped.
+    ///
+    /// # Errors
+    /// [`DeploymentError::Secret`] naming the reference and what it is for.
+    pub fn secret(&self, reference: &SecretRef, what: &str) -> Result<Secret, DeploymentError> {
+        let problem = |problem: String| DeploymentError::Secret {
+            what: what.to_owned(),
+            reference: reference.as_str().to_owned(),
+            problem,
+        };
+        let value = match reference.source() {
+            SecretSource::Env(name) => match std::env::var(name) {
+                Ok(value) => value,
+                Err(std::env::VarError::NotPresent) => return Err(problem("is not set".to_owned())),
+                Err(std::env::VarError::NotUnicode(_)) => return Err(problem("is not valid UTF-8".to_owned())),
+            },
+            SecretSource::File(path) => {
+                std::fs::read_to_string(self.base().join(path)).map_err(|e| problem(format!("cannot be read: {e}")))?
+            }
+        };
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(problem("is empty".to_owned()));
+        }
+        Ok(Secret::new(value))
+    }
+
+    /// The database URL.
+    ///
+    /// # Errors
+    /// [`DeploymentError::Secret`] when its reference does not resolve.
+    pub fn database_url(&self) -> Result<Secret, DeploymentError> {
+        self.secret(&self.runtime.database.url, "database.url")
+    }
+
+    /// Resolves everything else: keys, the package, connections, the listen address.
+    ///
+    /// # Errors
+    /// [`DeploymentError`] naming the first thing that cannot be used.
+    pub fn resolve(self) -> Result<Deployment, DeploymentError> {
+        let database_url = self.database_url()?;
+        let keyring = self.keyring()?;
+        let listen = self.runtime.listen.parse::<SocketAddr>().map_err(|_| {
+            DeploymentError::Invalid(format!(
+                "listen: `{}` is not an IP address and port (write it like 127.0.0.1:7400)",
+                self.runtime.listen
+            ))
+        })?;
+        let package = self.package()?;
+        let connections = self.connections()?;
+        check_package_connections(&self, &package, &connections)?;
+        let floor = self.runtime.observe_floor_seconds.unwrap_or(DEFAULT_OBSERVE_FLOOR_SECONDS);
+        Ok(Deployment {
+            database_url,
+            keyring,
+            listen,
+            package,
+            connections,
+            settings: Settings { observe_floor_seconds: floor },
+            config: self,
+        })
+    }
+
+    /// The payload keys: each reference holds 32 bytes written as 64 hex digits
+    /// (`openssl rand -hex 32`).
+    fn keyring(&self) -> Result<Keyring, DeploymentError> {
+        let keys = &self.runtime.payload_keys;
+        let mut resolved = Vec::new();
+        for (id, reference) in &keys.keys {
+            let what = format!("payloadKeys.keys.{id}");
+            let secret = self.secret(reference, &what)?;
+            let bytes = decode_hex_key(secret.expose()).ok_or_else(|| DeploymentError::Secret {
+                what,
+                reference: reference.as_str().to_owned(),
+                problem: "is not a 32-byte key written as 64 hex digits (make one with `openssl rand -hex 32`)"
+                    .to_owned(),
+            })?;
+            resolved.push((id.clone(), bytes));
+        }
+        Keyring::new(&keys.active, resolved)
+            .map_err(|e| DeploymentError::Invalid(format!("payloadKeys: {e} (active key `{}`)", keys.active)))
+    }
+
+    /// The pinned package, checked against its digest.
+    fn package(&self) -> Result<Package, DeploymentError> {
+        let pinned = &self.runtime.package;
+        let path = self.base().join(&pinned.path);
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(&path)
+            .map_err(|e| DeploymentError::Package { path: shown.clone(), reason: format!("cannot read it: {e}") })?;
+        let read = package::read(&bytes, Some(&pinned.digest))
+            .map_err(|e| DeploymentError::Package { path: shown.clone(), reason: e.to_string() })?;
+        Ok(Package {
+            revision: read.manifest.revision.clone(),
+            workflow: read.manifest.workflow.clone(),
+            digest: pinned.digest.clone(),
+            bytes,
+        })
+    }
+
+    /// The product connections, with their credentials resolved.
+    fn connections(&self) -> Result<HashMap<String, Connection>, DeploymentError> {
+        let mut out = HashMap::new();
+        for (name, c) in &self.runtime.connections {
+            let url = |what: &str, text: &str| {
+                HttpUrl::parse(text)
+                    .map_err(|e| DeploymentError::Invalid(format!("connections.{name}.{what}: `{text}`: {e}")))
+            };
+            let token = match &c.authorization {
+                Authorization::ClientSecret(grant) => TokenSource::ClientSecret {
+                    token_endpoint: url("authorization.tokenEndpoint", &grant.token_endpoint)?,
+                    client_id: grant.client_id.clone(),
+                    client_secret: self
+                        .secret(&grant.client_secret, &format!("connections.{name}.authorization.clientSecret"))?,
+                    scope: grant.scope.clone(),
+                },
+                Authorization::PrivateKeyJwt(_) => {
+                    return Err(DeploymentError::Invalid(format!(
+                        "connections.{name}.authorization: `private-key-jwt` is not supported by this version of \
+                         the service yet; use `type: client-secret`"
+                    )));
+                }
+            };
+            let timeouts = c.effective_timeouts();
+            let connection = Connection::new(url("baseUrl", &c.base_url)?, token).with_timeouts(
+                Duration::from_secs(timeouts.connect_seconds),
+                Duration::from_secs(timeouts.request_seconds),
+            );
+            out.insert(name.clone(), connection);
+        }
+        Ok(out)
+    }
+}
+
+/// Every connection the package's operations use is configured, for the same product.
+fn check_package_connections(
+    config: &RuntimeConfig,
+    package: &Package,
+    connections: &HashMap<String, Connection>,
+) -> Result<(), DeploymentError> {
+    let read = package::read(&package.bytes, None)
+        .map_err(|e| DeploymentError::Package { path: config.runtime.package.path.clone(), reason: e.to_string() })?;
+    for (alias, op) in &read.definition.operations {
+        let product = op.operation.split_once('.').map_or(op.operation.as_str(), |(p, _)| p);
+        let configured = config.runtime.connections.get(&op.connection);
+        match configured {
+            Some(c) if c.product == product && connections.contains_key(&op.connection) => {}
+            Some(c) => {
+                return Err(DeploymentError::Package {
+                    path: config.runtime.package.path.clone(),
+                    reason: format!(
+                        "operation `{alias}` ({}) uses connection `{}`, which reaches product `{}`, not `{product}`",
+                        op.operation, op.connection, c.product
+                    ),
+                });
+            }
+            None => {
+                return Err(DeploymentError::Package {
+                    path: config.runtime.package.path.clone(),
+                    reason: format!(
+                        "operation `{alias}` ({}) uses connection `{}`, which runtime.yaml does not configure; \
+                         add it under `connections`",
+                        op.operation, op.connection
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first error of a refusal, with its position, and how many more there are.
+fn first_error(diagnostics: &[Diagnostic]) -> String {
+    let errors: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.is_error()).collect();
+    match errors.first() {
+        None => "no usable content".to_owned(),
+        Some(d) if errors.len() == 1 => format!("{}:{}: {} [{}]", d.line, d.column, d.message, d.code.as_str()),
+        Some(d) => {
+            format!("{}:{}: {} [{}] (and {} more)", d.line, d.column, d.message, d.code.as_str(), errors.len() - 1)
+        }
+    }
+}
+
+/// 64 hex digits → 32 bytes.
+fn decode_hex_key(text: &str) -> Option<Vec<u8>> {
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    (0..32).map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_hex_key;
+
+    #[test]
+    fn keys_are_64_hex_digits() {
+        let key = "00ff".repeat(16);
+        assert_eq!(decode_hex_key(&key).map(|k| (k.len(), k[1])), Some((32, 0xff)));
+        assert_eq!(decode_hex_key(&key[..62]), None);
+        assert_eq!(decode_hex_key(&"zz".repeat(32)), None);
+        assert_eq!(decode_hex_key(&"é".repeat(32)), None);
+    }
+}

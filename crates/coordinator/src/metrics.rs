@@ -1,0 +1,251 @@
+//! Prometheus metrics of one engine (SPEC §5 after-commit hooks, §7 `GET /metrics`).
+//!
+//! Every engine owns its own recorder (`PrometheusBuilder::build_recorder`) and
+//! records through `metrics::with_local_recorder`, so several engines in one
+//! process (tests) never mix their numbers and nothing is installed globally.
+//! Counters are recorded only after the transaction that decided them
+//! committed (or, for an ignored or refused event, after nothing was written).
+//!
+//! **Invariant:** a label carries only a name from a closed vocabulary (event
+//! kind, classification, run state, admission result) — never a run id, an
+//! input, a command, a product response or any other payload.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use coordinator_core::machine::action::Action;
+use coordinator_core::machine::event::{CallAnswer, Event};
+use coordinator_core::model::run::RunState;
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+/// Admissions, by `result` (`created`, `existing`).
+pub const ADMISSIONS: &str = "coordinator_admissions_total";
+/// Events decided, by `event` (kind) and `outcome` (`applied`, `ignored`, `refused`).
+pub const EVENTS: &str = "coordinator_events_total";
+/// Attempts queued for dispatch to a product.
+pub const DISPATCHES: &str = "coordinator_dispatches_total";
+/// Classified product answers to call attempts, by `classification`.
+pub const CALL_ANSWERS: &str = "coordinator_call_answers_total";
+/// Runs that ended, by `state`.
+pub const RUNS_ENDED: &str = "coordinator_runs_ended_total";
+/// Seconds from the start of a decision to its commit, by `event` (kind).
+pub const DECISION_SECONDS: &str = "coordinator_decision_seconds";
+
+/// Histogram buckets of [`DECISION_SECONDS`].
+const DECISION_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+/// Decisions recorded between two upkeeps of the recorder (drains histogram samples
+/// even when nobody scrapes, so memory stays bounded).
+const UPKEEP_EVERY: u32 = 256;
+
+/// What an event's decision became.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// Applied and committed.
+    Applied,
+    /// Ignored by the machine: nothing was written.
+    Ignored,
+    /// Refused by the machine's rules: nothing was written.
+    Refused,
+}
+
+impl Decided {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decided::Applied => "applied",
+            Decided::Ignored => "ignored",
+            Decided::Refused => "refused",
+        }
+    }
+}
+
+/// What a committed transition did, taken from its actions inside the
+/// transaction and recorded once it committed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// Attempts queued.
+    pub dispatches: u64,
+    /// The state the run ended in, if it ended.
+    pub ended: Option<RunState>,
+}
+
+impl Committed {
+    /// The summary of a transition's actions.
+    pub fn of(actions: &[Action]) -> Committed {
+        let mut committed = Committed::default();
+        for action in actions {
+            match action {
+                Action::Dispatch { .. } => committed.dispatches += 1,
+                Action::EndRun { state, .. } => committed.ended = Some(*state),
+                _ => {}
+            }
+        }
+        committed
+    }
+}
+
+/// One engine's metrics: its own recorder and the handle that renders it.
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    since_upkeep: AtomicU32,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh recorder with every metric described.
+    pub fn new() -> Metrics {
+        let builder = PrometheusBuilder::new();
+        // Only an empty bucket list is refused, and this one is not empty.
+        let builder = builder
+            .set_buckets_for_metric(Matcher::Full(DECISION_SECONDS.to_owned()), &DECISION_BUCKETS)
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        let metrics = Metrics { recorder, handle, since_upkeep: AtomicU32::new(0) };
+        metrics.with(|| {
+            describe_counter!(ADMISSIONS, "Admissions, by result (created, existing).");
+            describe_counter!(EVENTS, "Events decided, by event kind and outcome (applied, ignored, refused).");
+            describe_counter!(DISPATCHES, "Call attempts queued for dispatch to a product.");
+            describe_counter!(
+                CALL_ANSWERS,
+                "Product answers to call attempts, by classification (accepted, refused, retryable, uncertain)."
+            );
+            describe_counter!(RUNS_ENDED, "Runs that ended, by state.");
+            describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Decision and commit latency, by event kind.");
+        });
+        metrics
+    }
+
+    fn with(&self, record: impl FnOnce()) {
+        metrics::with_local_recorder(&self.recorder, record);
+    }
+
+    /// Records an admission that committed (`created`) or found its run (`existing`).
+    pub fn admission(&self, created: bool) {
+        let result = if created { "created" } else { "existing" };
+        self.with(|| counter!(ADMISSIONS, "result" => result).increment(1));
+    }
+
+    /// Records one decided event: its outcome, how long deciding and committing
+    /// took, and — when it was applied — what the committed transition did.
+    pub fn decision(&self, event: &Event, decided: Decided, committed: Option<Committed>, elapsed: Duration) {
+        let kind = event_kind(event);
+        self.with(|| {
+            counter!(EVENTS, "event" => kind, "outcome" => decided.as_str()).increment(1);
+            histogram!(DECISION_SECONDS, "event" => kind).record(elapsed.as_secs_f64());
+            if decided != Decided::Applied {
+                return;
+            }
+            if let Event::CallAnswered { answer, .. } = event {
+                counter!(CALL_ANSWERS, "classification" => classification(answer)).increment(1);
+            }
+            if let Some(committed) = committed {
+                if committed.dispatches > 0 {
+                    counter!(DISPATCHES).increment(committed.dispatches);
+                }
+                if let Some(state) = committed.ended {
+                    counter!(RUNS_ENDED, "state" => state.as_str()).increment(1);
+                }
+            }
+        });
+        if self.since_upkeep.fetch_add(1, Ordering::Relaxed) + 1 >= UPKEEP_EVERY {
+            self.since_upkeep.store(0, Ordering::Relaxed);
+            self.handle.run_upkeep();
+        }
+    }
+
+    /// The admission's first transition, recorded like an applied `admitted` event.
+    pub fn admitted(&self, committed: Committed, elapsed: Duration) {
+        self.decision(&Event::Admitted, Decided::Applied, Some(committed), elapsed);
+    }
+
+    /// The Prometheus text exposition of everything recorded so far.
+    pub fn render(&self) -> String {
+        self.handle.run_upkeep();
+        self.handle.render()
+    }
+}
+
+/// The label of an event's kind (its serde tag).
+pub fn event_kind(event: &Event) -> &'static str {
+    match event {
+        Event::Admitted => "admitted",
+        Event::CallAnswered { .. } => "call-answered",
+        Event::ReceiptAnswered { .. } => "receipt-answered",
+        Event::CompletionObserved { .. } => "completion-observed",
+        Event::TimerDue { .. } => "timer-due",
+        Event::CompletionNotified { .. } => "completion-notified",
+        Event::CancelRequested => "cancel-requested",
+        Event::RetrySameRequested { .. } => "retry-same-requested",
+        Event::ReconcileRequested { .. } => "reconcile-requested",
+        Event::RestoreHoldPlaced => "restore-hold-placed",
+        Event::RestoreHoldReleased => "restore-hold-released",
+    }
+}
+
+/// The label of a call answer's classification (SPEC §3).
+pub fn classification(answer: &CallAnswer) -> &'static str {
+    match answer {
+        CallAnswer::Accepted { .. } => "accepted",
+        CallAnswer::Refused { .. } => "refused",
+        CallAnswer::Retryable { .. } => "retryable",
+        CallAnswer::Uncertain => "uncertain",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coordinator_core::machine::event::Timer;
+
+    use super::*;
+
+    #[test]
+    fn event_kinds_are_the_serde_tags() {
+        let events = [
+            Event::Admitted,
+            Event::CallAnswered { step: "s".into(), attempt: 1, answer: CallAnswer::Uncertain },
+            Event::TimerDue { timer: Timer::RunDeadline },
+            Event::CancelRequested,
+            Event::RetrySameRequested { step: "s".into() },
+            Event::ReconcileRequested { step: "s".into() },
+            Event::RestoreHoldPlaced,
+        ];
+        for event in events {
+            let tag = serde_json::to_value(&event).ok().and_then(|v| v["type"].as_str().map(str::to_owned));
+            assert_eq!(tag.as_deref(), Some(event_kind(&event)));
+        }
+    }
+
+    #[test]
+    fn engines_keep_their_own_numbers() {
+        let (one, two) = (Metrics::new(), Metrics::new());
+        one.admission(true);
+        one.admission(true);
+        two.admission(false);
+        let answered = Event::CallAnswered { step: "s".into(), attempt: 1, answer: CallAnswer::Uncertain };
+        let committed = Committed { dispatches: 2, ended: Some(RunState::Finished) };
+        one.decision(&answered, Decided::Applied, Some(committed), Duration::from_millis(3));
+        let (a, b) = (one.render(), two.render());
+        assert!(a.contains("coordinator_admissions_total{result=\"created\"} 2"), "{a}");
+        assert!(!a.contains("result=\"existing\""), "{a}");
+        assert!(b.contains("coordinator_admissions_total{result=\"existing\"} 1"), "{b}");
+        assert!(a.contains("coordinator_call_answers_total{classification=\"uncertain\"} 1"), "{a}");
+        assert!(a.contains("coordinator_dispatches_total 2"), "{a}");
+        assert!(a.contains("coordinator_runs_ended_total{state=\"finished\"} 1"), "{a}");
+        assert!(a.contains("coordinator_decision_seconds_bucket{event=\"call-answered\",le=\"0.005\"} 1"), "{a}");
+        assert!(!b.contains("coordinator_dispatches_total 2"), "{b}");
+    }
+}

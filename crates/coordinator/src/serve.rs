@@ -1,0 +1,147 @@
+//! `coordinator serve --runtime runtime.yaml` and `coordinator migrate`
+//! (SPEC §7): the production service on the database `runtime.yaml` names
+//! (PostgreSQL, or SQLite for a single process).
+//!
+//! `serve` never migrates: a database whose schema is not this version's is
+//! refused with the command that fixes it. At every start it stores the pinned
+//! package and activates it, so the deployment file is what runs: a package
+//! activated later over `POST /v1/packages` stays active until the next start
+//! (pin it in `runtime.yaml` to keep it). Runs admitted earlier keep their own
+//! revision whatever is active.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use coordinator_store::Store;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::deployment::{Deployment, DeploymentError, RuntimeConfig};
+use crate::engine::Engine;
+use crate::error::EngineError;
+
+/// Why the service cannot start or migrate.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The runtime file or what it references cannot be used.
+    #[error(transparent)]
+    Deployment(#[from] DeploymentError),
+    /// The database cannot be reached or refused a statement.
+    #[error("database: {0}")]
+    Database(String),
+    /// The database's schema is not this version's.
+    #[error("the database is not migrated for this version ({0}); run `coordinator migrate --runtime FILE` first")]
+    NotMigrated(String),
+    /// The listener cannot be bound.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The operating system's reason.
+        reason: String,
+    },
+}
+
+impl ServeError {
+    /// Whether a needed resource is unavailable (exit code 3) rather than the configuration wrong (exit code 1).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            ServeError::Deployment(e) => e.is_unavailable(),
+            ServeError::Database(_) | ServeError::NotMigrated(_) | ServeError::Listen { .. } => true,
+        }
+    }
+}
+
+/// A running service. Dropping it stops the server and the worker.
+pub struct Service {
+    /// The address served.
+    pub addr: SocketAddr,
+    /// The engine.
+    pub engine: Arc<Engine>,
+    /// The workflow of the pinned package.
+    pub workflow: String,
+    /// The revision activated at start.
+    pub revision: String,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Service {
+    /// The server's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Waits until the server task ends (only on failure or abort).
+    pub async fn serve_forever(&mut self) {
+        if let Some(server) = self.tasks.first_mut() {
+            let _ = server.await;
+        }
+    }
+}
+
+/// Brings the schema of the runtime file's database up to date. Reads only
+/// `database.url` of the file (checked whole first).
+///
+/// # Errors
+/// [`ServeError`] when the file is refused or the database cannot be migrated.
+pub async fn migrate(config: &RuntimeConfig) -> Result<(), ServeError> {
+    let url = config.database_url()?;
+    let store = Store::connect(url.expose()).await.map_err(|e| ServeError::Database(e.to_string()))?;
+    let migrated = store.migrate().await.map_err(|e| ServeError::Database(e.to_string()));
+    store.close().await;
+    migrated
+}
+
+/// Starts the service of a resolved deployment: connects to the migrated
+/// database, stores and activates the pinned package, and serves the API and
+/// the worker.
+///
+/// # Errors
+/// [`ServeError`] naming what cannot start.
+pub async fn start(deployment: Deployment) -> Result<Service, ServeError> {
+    let store =
+        Store::connect(deployment.database_url.expose()).await.map_err(|e| ServeError::Database(e.to_string()))?;
+    // A schema from another version (or none) shows up as the first statement failing.
+    store.put_package(&deployment.package).await.map_err(|e| ServeError::NotMigrated(e.to_string()))?;
+    let package = &deployment.package;
+    store
+        .activate(&package.workflow, &package.revision)
+        .await
+        .map_err(|e| ServeError::Database(format!("activating revision {}: {e}", package.revision)))?;
+    let listener = TcpListener::bind(deployment.listen)
+        .await
+        .map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
+    let addr =
+        listener.local_addr().map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
+    let engine = Arc::new(Engine::new(store, deployment.keyring, deployment.connections.clone(), deployment.settings));
+    // The package compiles (its functions under the bounds) before anything is served.
+    engine.workflow(&package.revision).await.map_err(|e| match e {
+        EngineError::Store(s) => ServeError::Database(s.to_string()),
+        other => ServeError::Deployment(DeploymentError::Package {
+            path: deployment.config.runtime.package.path.clone(),
+            reason: other.to_string(),
+        }),
+    })?;
+    let router = crate::api::app(Arc::clone(&engine));
+    let server = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            eprintln!("coordinator serve: server stopped: {e}");
+        }
+    });
+    let worker = tokio::spawn(crate::worker::run(Arc::clone(&engine)));
+    Ok(Service {
+        addr,
+        engine,
+        workflow: package.workflow.clone(),
+        revision: package.revision.clone(),
+        tasks: vec![server, worker],
+    })
+}

@@ -1,0 +1,201 @@
+//! Crash test (issue: the durable service): the `coordinator serve` process is
+//! killed with SIGKILL at many different points of many runs and started
+//! again, while runs are being admitted. Every run must still reach the state
+//! its journey says (reviewed-notice → `notice-sent`), with every mutation
+//! performed exactly once per idempotency key, as the simulators count it.
+//!
+//! A kill can land after a mutation was sent and before its answer was
+//! committed. The service then cannot know whether the product acted: the run
+//! goes to `attention` with the effect `unknown`, never a silent resend. The
+//! test settles such runs the way an operator would (`reconcile` where the
+//! operation has a receipt, `retry-same` otherwise — the simulators deduplicate
+//! by key), and still demands one effect per key.
+//!
+//! The simulators live in the test process, so they outlive every kill.
+
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/deploy.rs"]
+mod deploy;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use coordinator_sim::SimConfig;
+use coordinator_sim::casework::CaseworkConfig;
+use deploy::{DeploymentSpec, eager_reviewed_notice, free_port, sim_server};
+use serde_json::{Value, json};
+use support::{on_runtime, sample_input};
+
+/// Runs admitted in all.
+const RUNS: usize = 40;
+/// Times the process is killed.
+const KILLS: usize = 12;
+
+/// A small deterministic generator (xorshift), so a failing schedule can be replayed.
+struct Schedule(u64);
+
+impl Schedule {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+fn spawn_serve(runtime: &Path, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap_or_else(|e| panic!("log: {e}"));
+    let err = log.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+    Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .args(["serve", "--runtime"])
+        .arg(runtime)
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"))
+}
+
+async fn wait_healthy(client: &reqwest::Client, url: &str) {
+    for _ in 0..600 {
+        if let Ok(r) = client.get(format!("{url}/healthz")).send().await
+            && r.status().is_success()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("coordinator serve did not become healthy at {url}");
+}
+
+/// Admits run `i`, retrying through kills; the same key always gives the same run.
+async fn admit(client: reqwest::Client, url: String, revision: String, i: usize) -> String {
+    let body = json!({"workflow": "reviewed-notice", "revision": revision, "idempotencyKey": format!("crash-{i}"), "input": sample_input()});
+    loop {
+        if let Ok(r) = client.post(format!("{url}/v1/runs")).json(&body).send().await {
+            let status = r.status().as_u16();
+            let answer: Value = r.json().await.unwrap_or(Value::Null);
+            if matches!(status, 200 | 201) {
+                return answer["runId"].as_str().unwrap_or_else(|| panic!("no runId: {answer}")).to_owned();
+            }
+            assert!(status >= 500, "admission {i} refused: {status} {answer}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn state_of(client: &reqwest::Client, url: &str, run: &str) -> Option<Value> {
+    let r = client.get(format!("{url}/v1/runs/{run}")).send().await.ok()?;
+    r.json().await.ok()
+}
+
+/// Settles a run in `attention` as an operator would: reconcile where a receipt can tell, else retry-same.
+async fn settle(client: &reqwest::Client, url: &str, run: &str) {
+    for (step, command) in
+        [("send-notice", "reconcile"), ("request-review", "retry-same"), ("send-notice", "retry-same")]
+    {
+        let sent = client.post(format!("{url}/v1/runs/{run}/steps/{step}/{command}")).send().await;
+        if let Ok(r) = sent
+            && r.status().as_u16() == 202
+        {
+            return;
+        }
+    }
+}
+
+#[test]
+fn killed_at_many_points_every_run_still_ends_as_its_journey_says_with_one_effect_per_key() {
+    on_runtime(async {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let port = free_port();
+        let sims = sim_server(SimConfig {
+            casework: CaseworkConfig {
+                auto_decide_after: Some(Duration::from_millis(100)),
+                notify_url: Some(format!("http://127.0.0.1:{port}/v1/completions/casework")),
+                ..CaseworkConfig::default()
+            },
+            ..SimConfig::default()
+        })
+        .await;
+        let db = format!("sqlite://{}?mode=rwc", dir.path().join("coordinator.db").display());
+        let mut spec = DeploymentSpec::new(&db, &sims.base);
+        spec.listen = format!("127.0.0.1:{port}");
+        spec.project = eager_reviewed_notice(dir.path());
+        spec.connect_seconds = 1;
+        spec.request_seconds = 1;
+        let runtime = spec.write(dir.path());
+        let revision = deploy::package_of(&spec.project);
+        let revision =
+            coordinator_core::package::read(&revision.0, None).unwrap_or_else(|e| panic!("{e}")).manifest.revision;
+        let log = dir.path().join("coordinator.log");
+        let migrated = Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .args(["migrate", "--runtime"])
+            .arg(&runtime)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+
+        let url = format!("http://127.0.0.1:{port}");
+        let client =
+            reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap_or_else(|e| panic!("{e}"));
+        let mut schedule = Schedule(0x9e37_79b9_7f4a_7c15);
+        let mut child = spawn_serve(&runtime, &log);
+        wait_healthy(&client, &url).await;
+        let mut admissions = Vec::new();
+        let per_round = RUNS.div_ceil(KILLS);
+        for round in 0..KILLS {
+            for i in round * per_round..((round + 1) * per_round).min(RUNS) {
+                admissions.push(tokio::spawn(admit(client.clone(), url.clone(), revision.clone(), i)));
+            }
+            tokio::time::sleep(Duration::from_millis(50 + schedule.next(700))).await;
+            child.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
+            let _ = child.wait();
+            child = spawn_serve(&runtime, &log);
+            wait_healthy(&client, &url).await;
+        }
+        let mut runs = Vec::new();
+        for admission in admissions {
+            runs.push(admission.await.unwrap_or_else(|e| panic!("admission task: {e}")));
+        }
+        runs.sort();
+        runs.dedup();
+        assert_eq!(runs.len(), RUNS, "one run per idempotency key");
+
+        // Let every run end; settle the ones a kill left with an unknown effect.
+        let mut states: BTreeMap<String, Value> = BTreeMap::new();
+        for _ in 0..1200 {
+            states.clear();
+            for run in &runs {
+                if let Some(v) = state_of(&client, &url, run).await {
+                    if v["state"] == "attention" {
+                        settle(&client, &url, run).await;
+                    }
+                    states.insert(run.clone(), v);
+                }
+            }
+            if states.len() == RUNS && states.values().all(|v| v["state"] != "running" && v["state"] != "attention") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let unfinished: Vec<&Value> = states.values().filter(|v| v["outcome"] != "notice-sent").collect();
+        let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            unfinished.is_empty(),
+            "{} runs did not reach notice-sent: {unfinished:?}\nlog:\n{log_text}",
+            unfinished.len()
+        );
+        for (product, effects) in
+            [("casework", sims.sims.casework.effects()), ("messaging", sims.sims.messaging.effects())]
+        {
+            let mutations: Vec<_> = effects.iter().filter(|e| e.idempotency_key.is_some()).collect();
+            assert_eq!(mutations.len(), RUNS, "{product}: one key per run: {mutations:?}");
+            assert!(mutations.iter().all(|e| e.effects == 1), "{product}: one effect per key: {mutations:?}");
+        }
+    });
+}

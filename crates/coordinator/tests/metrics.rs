@@ -1,0 +1,74 @@
+//! `GET /metrics`: after one run of the flagship example, the engine's
+//! after-commit counters (admissions, events, dispatches, classified answers,
+//! ended runs) and its decision latency are exposed in the Prometheus text
+//! format, with labels that carry no run id, input or payload.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{get, on_runtime, post, sample_input, start};
+
+/// The value of the sample `name{labels}` (labels exactly as rendered), if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[test]
+fn one_finished_run_is_counted_after_commit() {
+    on_runtime(async {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dev = start(data.path().to_path_buf()).await;
+        let body = json!({
+            "workflow": "reviewed-notice", "revision": dev.revision,
+            "input": sample_input(), "idempotencyKey": "metrics-1",
+        });
+        let (status, admitted) = post(&format!("{}/v1/runs", dev.url()), &body).await;
+        assert_eq!(status, 201, "{admitted}");
+        let run = admitted["runId"].as_str().unwrap_or_default().to_owned();
+        let (status, _) = post(&format!("{}/v1/runs", dev.url()), &body).await;
+        assert_eq!(status, 200, "the same admission again");
+
+        let started = Instant::now();
+        loop {
+            let (_, view) = get(&format!("{}/v1/runs/{run}", dev.url())).await;
+            if view["state"] != "running" {
+                assert_eq!(view["state"], "finished", "{view}");
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "still running after 30 s: {view}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A refused command is counted as refused.
+        let (status, _) = post(&format!("{}/v1/runs/{run}/steps/send-notice/retry-same", dev.url()), &json!({})).await;
+        assert_eq!(status, 409);
+
+        let response = reqwest::get(format!("{}/metrics", dev.url())).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(response.status().as_u16(), 200);
+        let media = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        assert!(media.starts_with("text/plain"), "{media}");
+        let text = response.text().await.unwrap_or_else(|e| panic!("{e}"));
+
+        let value = |series: &str| sample(&text, series).unwrap_or_else(|| panic!("no `{series}` in:\n{text}"));
+        assert_eq!(value("coordinator_admissions_total{result=\"created\"}"), 1.0);
+        assert_eq!(value("coordinator_admissions_total{result=\"existing\"}"), 1.0);
+        assert_eq!(value("coordinator_events_total{event=\"admitted\",outcome=\"applied\"}"), 1.0);
+        assert_eq!(value("coordinator_events_total{event=\"retry-same-requested\",outcome=\"refused\"}"), 1.0);
+        // read-application, request-review and send-notice: each dispatched once and accepted.
+        assert_eq!(value("coordinator_events_total{event=\"call-answered\",outcome=\"applied\"}"), 3.0);
+        assert_eq!(value("coordinator_call_answers_total{classification=\"accepted\"}"), 3.0);
+        assert_eq!(value("coordinator_dispatches_total"), 3.0);
+        assert!(value("coordinator_events_total{event=\"completion-observed\",outcome=\"applied\"}") >= 1.0);
+        assert_eq!(value("coordinator_runs_ended_total{state=\"finished\"}"), 1.0);
+        assert_eq!(value("coordinator_decision_seconds_count{event=\"admitted\"}"), 1.0);
+        assert!(value("coordinator_decision_seconds_sum{event=\"call-answered\"}") > 0.0);
+        assert!(text.contains("# TYPE coordinator_decision_seconds histogram"), "{text}");
+
+        // No label carries the run, its input or a product's answer.
+        let input = sample_input();
+        for protected in [run.as_str(), input["applicationId"].as_str().unwrap_or("?"), "person-4711", "review-1"] {
+            assert!(!text.contains(protected), "`{protected}` in the metrics:\n{text}");
+        }
+    });
+}

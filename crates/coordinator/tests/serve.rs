@@ -1,0 +1,187 @@
+//! `coordinator migrate` and `coordinator serve --runtime`: a deployment set up
+//! as an operator would (runtime.yaml, a pinned package, secrets in files),
+//! against simulators on their own listener, on SQLite and on PostgreSQL; and
+//! every way a deployment is refused, naming what is wrong and never a secret.
+
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/deploy.rs"]
+mod deploy;
+#[path = "support/pg.rs"]
+mod pg;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+mod support;
+
+use std::time::Duration;
+
+use coordinator::deployment::{DeploymentError, RuntimeConfig};
+use coordinator::serve::{self, ServeError};
+use coordinator_sim::SimConfig;
+use coordinator_sim::casework::CaseworkConfig;
+use deploy::{DeploymentSpec, free_port, sim_server};
+use serde_json::{Value, json};
+use support::{get, on_runtime, post, sample_input};
+
+/// Migrates and serves `database_url`, admits the sample input, and waits for `notice-sent`.
+async fn serve_to_notice_sent(database_url: &str) {
+    let port = free_port();
+    let sims = sim_server(SimConfig {
+        casework: CaseworkConfig {
+            auto_decide_after: Some(Duration::from_millis(300)),
+            notify_url: Some(format!("http://127.0.0.1:{port}/v1/completions/casework")),
+            ..CaseworkConfig::default()
+        },
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut spec = DeploymentSpec::new(database_url, &sims.base);
+    spec.listen = format!("127.0.0.1:{port}");
+    let file = spec.write(dir.path());
+    let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
+    serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate: {e}"));
+    serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate is idempotent: {e}"));
+    let deployment = config.resolve().unwrap_or_else(|e| panic!("resolve: {e}"));
+    let service = serve::start(deployment).await.unwrap_or_else(|e| panic!("serve: {e}"));
+    let url = service.url();
+
+    let body = json!({"workflow": "reviewed-notice", "revision": service.revision, "idempotencyKey": "serve-1", "input": sample_input()});
+    let (status, admitted) = post(&format!("{url}/v1/runs"), &body).await;
+    assert_eq!(status, 201, "{admitted}");
+    let run_id = admitted["runId"].as_str().unwrap_or_else(|| panic!("no runId: {admitted}")).to_owned();
+    let mut last = Value::Null;
+    for _ in 0..600 {
+        let (_, run) = get(&format!("{url}/v1/runs/{run_id}")).await;
+        if run["state"] != "running" {
+            last = run;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!((last["state"].as_str(), last["outcome"].as_str()), (Some("finished"), Some("notice-sent")), "{last}");
+    for effects in [sims.sims.casework.effects(), sims.sims.messaging.effects()] {
+        assert_eq!(effects.iter().map(|e| e.effects).collect::<Vec<_>>(), vec![1], "{effects:?}");
+    }
+}
+
+#[test]
+fn serve_runs_the_flagship_to_notice_sent_on_sqlite() {
+    on_runtime(async {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        serve_to_notice_sent(&format!("sqlite://{}?mode=rwc", data.path().join("c.db").display())).await;
+    });
+}
+
+#[test]
+fn serve_runs_the_flagship_to_notice_sent_on_postgres() {
+    on_runtime(async {
+        let db = pg::database().await;
+        serve_to_notice_sent(&db.url).await;
+    });
+}
+
+/// A deployment directory against simulators that are never called.
+fn deployment(dir: &std::path::Path) -> std::path::PathBuf {
+    let url = format!("sqlite://{}?mode=rwc", dir.join("c.db").display());
+    DeploymentSpec::new(&url, "http://127.0.0.1:9").write(dir)
+}
+
+#[test]
+fn serve_refuses_a_database_that_is_not_migrated() {
+    on_runtime(async {
+        let db = pg::database().await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let file = DeploymentSpec::new(&db.url, "http://127.0.0.1:9").write(dir.path());
+        let deployment = RuntimeConfig::read(&file).and_then(RuntimeConfig::resolve);
+        let deployment = deployment.unwrap_or_else(|e| panic!("resolve: {e}"));
+        match serve::start(deployment).await {
+            Err(e @ ServeError::NotMigrated(_)) => {
+                assert!(e.to_string().contains("coordinator migrate --runtime"), "{e}");
+                assert!(e.is_unavailable());
+            }
+            Err(other) => panic!("expected NotMigrated, got {other}"),
+            Ok(_) => panic!("served an unmigrated database"),
+        }
+    });
+}
+
+#[test]
+fn a_runtime_file_with_an_unknown_field_is_refused_with_its_position() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let file = deployment(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    std::fs::write(&file, text.replace("listen:", "listne: x\nlisten:")).unwrap_or_else(|e| panic!("{e}"));
+    match RuntimeConfig::read(&file) {
+        Err(DeploymentError::Refused { diagnostics, .. }) => {
+            let codes: Vec<&str> = diagnostics.iter().map(|d| d.code.as_str()).collect();
+            assert!(codes.contains(&"schema.unknown-field"), "{codes:?}");
+            assert!(diagnostics.iter().all(|d| d.line > 0));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_package_with_another_digest_is_refused() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let file = deployment(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let pinned = text.find("sha256:").map(|i| text[i..i + 71].to_owned()).unwrap_or_default();
+    let other = format!("sha256:{}", "0".repeat(64));
+    std::fs::write(&file, text.replace(&pinned, &other)).unwrap_or_else(|e| panic!("{e}"));
+    let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    match config.resolve() {
+        Err(e @ DeploymentError::Package { .. }) => {
+            assert!(e.to_string().contains("digest"), "{e}");
+            assert!(!e.is_unavailable());
+        }
+        other => panic!("expected a package refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_secret_is_named_by_its_reference_and_a_bad_key_without_its_value() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let file = deployment(dir.path());
+    std::fs::remove_file(dir.path().join("client-secret")).unwrap_or_else(|e| panic!("{e}"));
+    let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    match config.clone().resolve() {
+        Err(e @ DeploymentError::Secret { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("file:client-secret") && text.contains("clientSecret"), "{text}");
+            assert!(e.is_unavailable());
+        }
+        other => panic!("expected a secret error, got {other:?}"),
+    }
+    std::fs::write(dir.path().join("client-secret"), "s").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("payload-key"), "not-a-key-but-secret-text").unwrap_or_else(|e| panic!("{e}"));
+    match config.resolve() {
+        Err(e @ DeploymentError::Secret { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("64 hex digits") && !text.contains("secret-text"), "{text}");
+        }
+        other => panic!("expected a key error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_binary_exits_3_when_the_runtime_file_is_missing_and_1_when_it_is_refused() {
+    let exe = env!("CARGO_BIN_EXE_coordinator");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let missing = std::process::Command::new(exe)
+        .args(["serve", "--runtime"])
+        .arg(dir.path().join("nope.yaml"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(missing.status.code(), Some(3), "{}", String::from_utf8_lossy(&missing.stderr));
+    let file = deployment(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    std::fs::write(&file, text.replace("kind: Runtime", "kind: Runtim")).unwrap_or_else(|e| panic!("{e}"));
+    let refused = std::process::Command::new(exe)
+        .args(["migrate", "--runtime"])
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("runtime.yaml:2:"), "{stderr}");
+}

@@ -1,0 +1,161 @@
+//! Test support for `coordinator serve`: a deployment directory (runtime.yaml,
+//! the packaged flagship example, a payload key and secrets in files) pointing
+//! at simulators served on their own listener, as an operator would set it up.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use coordinator_core::check::{ProjectSource, SourceError, check_project};
+use coordinator_core::package;
+use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};
+
+use crate::support::repo;
+
+/// Simulators on their own listener (as a separate product deployment would be).
+pub struct SimServer {
+    /// Their base URL (`http://127.0.0.1:PORT`); products are under `/sim/{product}`.
+    pub base: String,
+    /// The simulators (effect counts, faults).
+    pub sims: Simulators,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self._task.abort();
+    }
+}
+
+/// Starts the simulators with `config` on `127.0.0.1:0`.
+pub async fn sim_server(config: SimConfig) -> SimServer {
+    let sims = Simulators::new(config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("bind: {e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
+    let router = coordinator_sim::app(&sims);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    SimServer { base: format!("http://{addr}"), sims, _task: task }
+}
+
+/// A free loopback port (bound, then released): runtime.yaml wants a real port.
+pub fn free_port() -> u16 {
+    free_ports::<1>()[0]
+}
+
+/// `N` distinct free loopback ports (all bound at once, then released).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<std::net::TcpListener> =
+        (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"))).collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap_or_else(|e| panic!("addr: {e}")).port())
+}
+
+/// The package of a project directory: (bytes, digest).
+pub fn package_of(project: &Path) -> (Vec<u8>, String) {
+    let report = check_project(&Dir(project.to_path_buf())).unwrap_or_else(|e| panic!("check: {e}"));
+    let Some(checked) = report.checked else { panic!("{} was refused: {:?}", project.display(), report.diagnostics) };
+    let built = package::build(&checked, "test").unwrap_or_else(|e| panic!("package: {e}"));
+    (built.bytes, built.digest)
+}
+
+/// What a deployment directory is made of; the defaults describe a working one.
+pub struct DeploymentSpec {
+    /// The database URL (written to a secret file).
+    pub database_url: String,
+    /// The simulators' base URL.
+    pub sims: String,
+    /// `listen:`.
+    pub listen: String,
+    /// Extra top-level YAML (e.g. `observeFloorSeconds: 1`).
+    pub extra: String,
+    /// Connect timeout of every connection, seconds.
+    pub connect_seconds: u64,
+    /// Request timeout of every connection, seconds.
+    pub request_seconds: u64,
+    /// The project packaged (default: examples/reviewed-notice).
+    pub project: PathBuf,
+}
+
+impl DeploymentSpec {
+    /// A deployment of reviewed-notice on `database_url` against `sims`.
+    pub fn new(database_url: &str, sims: &str) -> Self {
+        DeploymentSpec {
+            database_url: database_url.to_owned(),
+            sims: sims.to_owned(),
+            listen: format!("127.0.0.1:{}", free_port()),
+            extra: "observeFloorSeconds: 1\n".to_owned(),
+            connect_seconds: 2,
+            request_seconds: 5,
+            project: repo().join("examples/reviewed-notice"),
+        }
+    }
+
+    /// Writes runtime.yaml, the package, the key and the secret files into `dir`; returns runtime.yaml's path.
+    pub fn write(&self, dir: &Path) -> PathBuf {
+        let (bytes, digest) = package_of(&self.project);
+        let files: BTreeMap<&str, Vec<u8>> = BTreeMap::from([
+            ("reviewed-notice.pkg", bytes),
+            ("database-url", self.database_url.clone().into_bytes()),
+            ("payload-key", format!("{}\n", "5a".repeat(32)).into_bytes()),
+            ("client-secret", DEFAULT_CLIENT.1.as_bytes().to_vec()),
+        ]);
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let connection = |product: &str| {
+            format!(
+                "  {product}:\n    product: {p}\n    baseUrl: {sims}/sim/{p}\n    authorization:\n      type: client-secret\n      tokenEndpoint: {sims}/sim/token\n      clientId: {client}\n      clientSecret: file:client-secret\n    timeouts: {{connectSeconds: {cs}, requestSeconds: {rs}}}\n",
+                p = if product == "registry" { "breg" } else { product },
+                sims = self.sims,
+                client = DEFAULT_CLIENT.0,
+                cs = self.connect_seconds,
+                rs = self.request_seconds,
+            )
+        };
+        let yaml = format!(
+            "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {{url: file:database-url}}\npayloadKeys: {{active: k1, keys: {{k1: file:payload-key}}}}\nlisten: \"{listen}\"\npackage: {{path: reviewed-notice.pkg, digest: \"{digest}\"}}\nconnections:\n{c1}{c2}{c3}access: {{}}\n{extra}",
+            listen = self.listen,
+            c1 = connection("registry"),
+            c2 = connection("casework"),
+            c3 = connection("messaging"),
+            extra = self.extra,
+        );
+        let path = dir.join("runtime.yaml");
+        std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
+        path
+    }
+}
+
+/// A copy of reviewed-notice in `dir` whose review wait observes casework every
+/// second (a notification lost with a killed process then costs a second, not 15 minutes).
+pub fn eager_reviewed_notice(dir: &Path) -> PathBuf {
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).unwrap_or_else(|e| panic!("{e}"));
+    let source = repo().join("examples/reviewed-notice");
+    for file in ["functions.rhai", "input.json"] {
+        std::fs::copy(source.join(file), project.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    let workflow = std::fs::read_to_string(source.join("workflow.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let eager =
+        workflow.replace("    timeoutSeconds: 1209600", "    observeEverySeconds: 1\n    timeoutSeconds: 1209600");
+    assert_ne!(eager, workflow, "the review wait was not found in workflow.yaml");
+    std::fs::write(project.join("workflow.yaml"), eager).unwrap_or_else(|e| panic!("{e}"));
+    project
+}
+
+/// A project directory on disk, for the checker.
+struct Dir(PathBuf);
+
+impl ProjectSource for Dir {
+    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
+        match std::fs::read_to_string(self.0.join(path)) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SourceError::Unreadable { path: path.to_owned(), reason: e.to_string() }),
+        }
+    }
+
+    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
+        Ok(Vec::new())
+    }
+}
