@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::assertion::AssertionKey;
 use crate::endpoint::HttpUrl;
 use crate::secret::Secret;
 
@@ -62,6 +63,18 @@ pub enum TokenSource {
         client_id: String,
         /// The client secret.
         client_secret: Secret,
+        /// The `scope` parameter, when the server wants one.
+        scope: Option<String>,
+    },
+    /// OAuth 2.0 client credentials with `private_key_jwt` client authentication
+    /// (RFC 7523): a fresh signed assertion for every token request.
+    PrivateKeyJwt {
+        /// The authorization server's token endpoint (also the assertion's audience).
+        token_endpoint: HttpUrl,
+        /// The coordinator's client id at that server (the assertion's issuer and subject).
+        client_id: String,
+        /// The private key that signs assertions.
+        key: AssertionKey,
         /// The `scope` parameter, when the server wants one.
         scope: Option<String>,
     },

@@ -15,6 +15,7 @@
 //! ([`Secret`]) and payloads never appear in a `Debug` or `Display` rendering of
 //! anything it returns ([`Reason`] carries kinds and statuses only).
 
+mod assertion;
 mod body;
 mod classify;
 mod client;
@@ -23,6 +24,7 @@ mod endpoint;
 mod secret;
 mod token;
 
+pub use assertion::{ASSERTION_TYPE, AssertionKey, SigningFailed, UnusableKey};
 pub use classify::{AnswerKind, BodyFailure, Explained, Reason, UNSENDABLE};
 pub use client::ProductClient;
 pub use connection::{Connection, TokenSource};

@@ -1,6 +1,8 @@
 //! Acquiring the bearer token for ONE attempt (SPEC §4): an OAuth 2.0
 //! client-credentials grant, `POST {token_endpoint}` with the form
-//! `grant_type=client_credentials&client_id=…&client_secret=…[&scope=…]`, answered
+//! `grant_type=client_credentials&client_id=…&client_secret=…[&scope=…]` (or,
+//! with `private_key_jwt`, `client_assertion_type` and a freshly signed
+//! `client_assertion` instead of the secret), answered
 //! by `{"access_token": "…"}`. The token lives only as long as the attempt that
 //! asked for it: it is never cached, stored or logged. Failures are described by
 //! kind and status only: the endpoint's error text may quote what it was sent.
@@ -8,6 +10,7 @@
 use reqwest::header::ACCEPT;
 use serde_json::Value;
 
+use crate::assertion::ASSERTION_TYPE;
 use crate::body;
 use crate::connection::TokenSource;
 use crate::secret::Secret;
@@ -33,6 +36,9 @@ pub enum TokenError {
     /// The answer carries no usable `access_token`.
     #[error("the token endpoint's answer carries no usable access_token")]
     InvalidResponse,
+    /// The client assertion (`private_key_jwt`) could not be signed.
+    #[error("the client assertion could not be signed")]
+    Unsigned,
     /// A static token is empty or cannot be sent in an `Authorization` header.
     #[error("the static token is empty or not visible ASCII")]
     Unusable,
@@ -40,18 +46,20 @@ pub enum TokenError {
 
 /// A fresh token for one attempt.
 pub(crate) async fn acquire(http: &reqwest::Client, source: &TokenSource) -> Result<Secret, TokenError> {
-    let (token_endpoint, client_id, client_secret, scope) = match source {
+    let assertion;
+    let (token_endpoint, client_id, scope, mut form) = match source {
         TokenSource::Static(token) if usable(token.expose()) => return Ok(token.clone()),
         TokenSource::Static(_) => return Err(TokenError::Unusable),
         TokenSource::ClientSecret { token_endpoint, client_id, client_secret, scope } => {
-            (token_endpoint, client_id, client_secret, scope)
+            (token_endpoint, client_id, scope, vec![("client_secret", client_secret.expose())])
+        }
+        TokenSource::PrivateKeyJwt { token_endpoint, client_id, key, scope } => {
+            assertion = key.sign(client_id, token_endpoint.url().as_str()).map_err(|_| TokenError::Unsigned)?;
+            let form = vec![("client_assertion_type", ASSERTION_TYPE), ("client_assertion", assertion.as_str())];
+            (token_endpoint, client_id, scope, form)
         }
     };
-    let mut form = vec![
-        ("grant_type", "client_credentials"),
-        ("client_id", client_id.as_str()),
-        ("client_secret", client_secret.expose()),
-    ];
+    form.extend([("grant_type", "client_credentials"), ("client_id", client_id.as_str())]);
     if let Some(scope) = scope {
         form.push(("scope", scope.as_str()));
     }

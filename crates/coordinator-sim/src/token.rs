@@ -8,7 +8,11 @@
 //! bound to the client and optionally narrowed by `scope` (space-separated
 //! product names); a client may be limited to some products. This is a test
 //! double, not a security boundary: tokens are unpredictable enough for tests,
-//! nothing more. `private_key_jwt` is not supported yet.
+//! nothing more. A client registered with a public key may instead
+//! authenticate with `private_key_jwt` (RFC 7523): a `client_assertion` JWT
+//! whose `kid` names its key, `iss` and `sub` its id, `aud` this endpoint's
+//! URL, with an unexpired `exp` and a `jti` never seen before (a replayed
+//! assertion is refused).
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,11 +21,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, State};
+use axum::extract::{Form, OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -36,12 +41,24 @@ pub struct Client {
     pub secret: String,
     /// The products its tokens are valid for; `None` for every product.
     pub products: Option<BTreeSet<String>>,
+    /// `private_key_jwt`: the key id and PEM public key its assertions are verified with.
+    pub assertion_key: Option<(String, String)>,
 }
 
 impl Client {
     /// A client whose tokens are valid for every product.
     pub fn new(id: impl Into<String>, secret: impl Into<String>) -> Self {
-        Client { id: id.into(), secret: secret.into(), products: None }
+        Client { id: id.into(), secret: secret.into(), products: None, assertion_key: None }
+    }
+
+    /// A client that authenticates only with `private_key_jwt`, verified with this PEM public key.
+    pub fn with_assertion_key(id: impl Into<String>, key_id: impl Into<String>, public_pem: impl Into<String>) -> Self {
+        Client {
+            id: id.into(),
+            secret: String::new(),
+            products: None,
+            assertion_key: Some((key_id.into(), public_pem.into())),
+        }
     }
 }
 
@@ -93,6 +110,8 @@ struct Grant {
 #[derive(Debug)]
 struct TokenState {
     clients: BTreeMap<String, Client>,
+    /// Assertion ids seen, with when they stop being valid anyway.
+    seen_jti: BTreeMap<String, u64>,
     grants: BTreeMap<String, Grant>,
     issued: u64,
 }
@@ -109,7 +128,7 @@ impl Tokens {
     /// An issuer accepting `clients`, whose tokens live for `ttl`.
     pub fn new(clients: impl IntoIterator<Item = Client>, ttl: Duration) -> Self {
         let clients = clients.into_iter().map(|c| (c.id.clone(), c)).collect();
-        let state = TokenState { clients, grants: BTreeMap::new(), issued: 0 };
+        let state = TokenState { clients, seen_jti: BTreeMap::new(), grants: BTreeMap::new(), issued: 0 };
         Tokens { state: Arc::new(Mutex::new(state)), ttl, random: RandomState::new() }
     }
 
@@ -124,8 +143,66 @@ impl Tokens {
     /// [`TokenError::InvalidClient`] for an unknown client or wrong secret,
     /// [`TokenError::InvalidScope`] for a product the client may not use.
     pub fn issue(&self, client_id: &str, secret: &str, scope: Option<&str>) -> Result<Issued, TokenError> {
+        let known = self.lock().clients.get(client_id).is_some_and(|c| !c.secret.is_empty() && c.secret == secret);
+        if !known {
+            return Err(TokenError::InvalidClient);
+        }
+        self.grant(client_id, scope)
+    }
+
+    /// Issues a token to the client a `private_key_jwt` assertion proves,
+    /// made for `audience` (this endpoint's URL).
+    ///
+    /// # Errors
+    /// [`TokenError::InvalidClient`] when the assertion is not valid, expired,
+    /// for another audience, or replayed; [`TokenError::InvalidScope`] as for [`Tokens::issue`].
+    pub fn issue_for_assertion(
+        &self,
+        assertion: &str,
+        audience: &str,
+        scope: Option<&str>,
+    ) -> Result<Issued, TokenError> {
+        let client_id = self.verify_assertion(assertion, audience)?;
+        self.grant(&client_id, scope)
+    }
+
+    fn verify_assertion(&self, assertion: &str, audience: &str) -> Result<String, TokenError> {
+        let _ = jsonwebtoken::crypto::aws_lc::DEFAULT_PROVIDER.install_default();
+        let header = jsonwebtoken::decode_header(assertion).map_err(|_| TokenError::InvalidClient)?;
+        let kid = header.kid.ok_or(TokenError::InvalidClient)?;
+        let client = {
+            let state = self.lock();
+            let found = state.clients.values().find(|c| c.assertion_key.as_ref().is_some_and(|(k, _)| *k == kid));
+            found.cloned().ok_or(TokenError::InvalidClient)?
+        };
+        let Some((_, pem)) = &client.assertion_key else { return Err(TokenError::InvalidClient) };
+        let key = match header.alg {
+            Algorithm::ES256 | Algorithm::ES384 => DecodingKey::from_ec_pem(pem.as_bytes()),
+            Algorithm::EdDSA => DecodingKey::from_ed_pem(pem.as_bytes()),
+            _ => DecodingKey::from_rsa_pem(pem.as_bytes()),
+        }
+        .map_err(|_| TokenError::InvalidClient)?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_audience(&[audience]);
+        validation.set_issuer(&[client.id.as_str()]);
+        validation.set_required_spec_claims(&["exp", "iss", "sub", "aud"]);
+        let data = jsonwebtoken::decode::<AssertionClaims>(assertion, &key, &validation)
+            .map_err(|_| TokenError::InvalidClient)?;
+        if data.claims.sub != client.id {
+            return Err(TokenError::InvalidClient);
+        }
         let mut state = self.lock();
-        let client = state.clients.get(client_id).filter(|c| c.secret == secret).ok_or(TokenError::InvalidClient)?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        state.seen_jti.retain(|_, exp| *exp + 60 >= now);
+        if state.seen_jti.insert(data.claims.jti, data.claims.exp).is_some() {
+            return Err(TokenError::InvalidClient);
+        }
+        Ok(client.id)
+    }
+
+    fn grant(&self, client_id: &str, scope: Option<&str>) -> Result<Issued, TokenError> {
+        let mut state = self.lock();
+        let client = state.clients.get(client_id).ok_or(TokenError::InvalidClient)?;
         let products = match scope.map(str::split_whitespace) {
             None => client.products.clone(),
             Some(asked) => {
@@ -185,8 +262,21 @@ struct TokenRequest {
     grant_type: Option<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
+    client_assertion_type: Option<String>,
+    client_assertion: Option<String>,
     scope: Option<String>,
 }
+
+/// The claims of a client assertion this endpoint reads (the rest is validated by `jsonwebtoken`).
+#[derive(Debug, Deserialize)]
+struct AssertionClaims {
+    sub: String,
+    jti: String,
+    exp: u64,
+}
+
+/// The `client_assertion_type` of `private_key_jwt`.
+const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /// The token endpoint: `POST /token` (served as `/sim/token` by [`crate::app`]).
 pub fn router(tokens: Tokens) -> Router {
@@ -195,6 +285,7 @@ pub fn router(tokens: Tokens) -> Router {
 
 async fn token(
     State(tokens): State<Tokens>,
+    OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
     form: Result<Form<TokenRequest>, FormRejection>,
 ) -> Result<Response, TokenError> {
@@ -204,12 +295,22 @@ async fn token(
         Some(_) => return Err(TokenError::UnsupportedGrantType),
         None => return Err(TokenError::InvalidRequest),
     }
-    let (id, secret) = match (basic_credentials(&headers), request.client_id, request.client_secret) {
-        (Some(basic), _, _) => basic,
-        (None, Some(id), Some(secret)) => (id, secret),
-        (None, _, _) => return Err(TokenError::InvalidClient),
+    let issued = if let Some(assertion) = &request.client_assertion {
+        if request.client_assertion_type.as_deref() != Some(JWT_BEARER) {
+            return Err(TokenError::InvalidRequest);
+        }
+        // The audience is this endpoint as the client addressed it.
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).ok_or(TokenError::InvalidRequest)?;
+        let audience = format!("http://{host}{}", uri.path());
+        tokens.issue_for_assertion(assertion, &audience, request.scope.as_deref())?
+    } else {
+        let (id, secret) = match (basic_credentials(&headers), request.client_id, request.client_secret) {
+            (Some(basic), _, _) => basic,
+            (None, Some(id), Some(secret)) => (id, secret),
+            (None, _, _) => return Err(TokenError::InvalidClient),
+        };
+        tokens.issue(&id, &secret, request.scope.as_deref())?
     };
-    let issued = tokens.issue(&id, &secret, request.scope.as_deref())?;
     let body = json!({
         "access_token": issued.access_token,
         "token_type": "Bearer",

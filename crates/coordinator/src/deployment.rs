@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator_core::check::runtime::{self, RuntimeInput};
@@ -18,9 +19,11 @@ use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::machine::Settings;
 use coordinator_core::model::runtime::{Authorization, RuntimeFile, SecretRef, SecretSource};
 use coordinator_core::package;
-use coordinator_products::{Connection, HttpUrl, Secret, TokenSource};
+use coordinator_products::{AssertionKey, Connection, HttpUrl, Secret, TokenSource};
 use coordinator_seal::Keyring;
 use coordinator_store::Package;
+
+use crate::access::{Access, StaticCredential};
 
 /// The observation floor when `runtime.yaml` sets none (SPEC §3).
 pub const DEFAULT_OBSERVE_FLOOR_SECONDS: u64 = 30;
@@ -101,6 +104,8 @@ pub struct Deployment {
     pub connections: HashMap<String, Connection>,
     /// The machine's settings (observation floor).
     pub settings: Settings,
+    /// Who may call the API (`access`: token digests, subjects, grants).
+    pub access: Arc<Access>,
 }
 
 impl std::fmt::Debug for Deployment {
@@ -190,6 +195,7 @@ impl RuntimeConfig {
         let package = self.package()?;
         let connections = self.connections()?;
         check_package_connections(&self, &package, &connections)?;
+        let access = Arc::new(self.access()?);
         let floor = self.runtime.observe_floor_seconds.unwrap_or(DEFAULT_OBSERVE_FLOOR_SECONDS);
         Ok(Deployment {
             database_url,
@@ -198,6 +204,7 @@ impl RuntimeConfig {
             package,
             connections,
             settings: Settings { observe_floor_seconds: floor },
+            access,
             config: self,
         })
     }
@@ -220,6 +227,27 @@ impl RuntimeConfig {
         }
         Keyring::new(&keys.active, resolved)
             .map_err(|e| DeploymentError::Invalid(format!("payloadKeys: {e} (active key `{}`)", keys.active)))
+    }
+
+    /// `access`: each static token resolved and kept as a digest, with the
+    /// grants. OIDC issuers are refused: this version cannot verify their
+    /// tokens, and configured access is never ignored.
+    fn access(&self) -> Result<Access, DeploymentError> {
+        let access = &self.runtime.access;
+        if let Some(issuer) = access.oidc.first() {
+            return Err(DeploymentError::Invalid(format!(
+                "access.oidc: OIDC-issued tokens (issuer `{}`) are not supported by this version of the service \
+                 yet; remove the `oidc` entries and authenticate callers with `access.tokens`",
+                issuer.issuer
+            )));
+        }
+        let mut credentials = Vec::new();
+        for (i, entry) in access.tokens.iter().enumerate() {
+            let token =
+                self.secret(&entry.token, &format!("access.tokens[{i}].token (subject `{}`)", entry.subject))?;
+            credentials.push(StaticCredential { subject: entry.subject.clone(), token, roles: entry.roles.clone() });
+        }
+        Access::new(credentials, &access.grants).map_err(|e| DeploymentError::Invalid(e.to_string()))
     }
 
     /// The pinned package, checked against its digest.
@@ -255,11 +283,22 @@ impl RuntimeConfig {
                         .secret(&grant.client_secret, &format!("connections.{name}.authorization.clientSecret"))?,
                     scope: grant.scope.clone(),
                 },
-                Authorization::PrivateKeyJwt(_) => {
-                    return Err(DeploymentError::Invalid(format!(
-                        "connections.{name}.authorization: `private-key-jwt` is not supported by this version of \
-                         the service yet; use `type: client-secret`"
-                    )));
+                Authorization::PrivateKeyJwt(grant) => {
+                    let what = format!("connections.{name}.authorization.privateKey");
+                    let pem = self.secret(&grant.private_key, &what)?;
+                    let key = AssertionKey::from_pem(pem.expose().as_bytes(), &grant.key_id).map_err(|e| {
+                        DeploymentError::Secret {
+                            what,
+                            reference: grant.private_key.as_str().to_owned(),
+                            problem: e.to_string(),
+                        }
+                    })?;
+                    TokenSource::PrivateKeyJwt {
+                        token_endpoint: url("authorization.tokenEndpoint", &grant.token_endpoint)?,
+                        client_id: grant.client_id.clone(),
+                        key,
+                        scope: grant.scope.clone(),
+                    }
                 }
             };
             let timeouts = c.effective_timeouts();

@@ -1,6 +1,7 @@
 //! `coordinator dev`: one process, no set-up (SPEC §7). Checks and packages the
 //! project, opens an embedded SQLite store (migrated), activates the package,
-//! generates a payload key, and serves the API and the product simulators
+//! generates a payload key and the operator token (subject `dev-operator`,
+//! every role for every workflow), and serves the API and the product simulators
 //! (`/sim/{product}`) on one listener, with every connection pointed at them.
 //! The observation floor is 1 s; casework decides each review by itself after
 //! [`AUTO_DECIDE`] and notifies `POST /v1/completions/{connection}`.
@@ -23,6 +24,7 @@ use coordinator_store::{Package, Store};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::access::Access;
 use crate::engine::Engine;
 use crate::error::EngineError;
 
@@ -65,7 +67,7 @@ pub struct Dev {
     pub addr: SocketAddr,
     /// The data directory.
     pub data_dir: PathBuf,
-    /// The operator token (not checked yet: authentication is later work).
+    /// The operator token: subject `dev-operator` with every role for every workflow.
     pub token: String,
     /// The workflow and its active revision.
     pub workflow: String,
@@ -161,11 +163,15 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
 
     let keyring = Keyring::new("dev-1", [("dev-1".to_owned(), random_bytes()?)]).map_err(EngineError::Seal)?;
     let token = match options.token {
+        Some(t) if t.trim().is_empty() || t.trim() != t => {
+            return Err(DevError::Io("--token must be non-empty, without surrounding whitespace".to_owned()));
+        }
         Some(t) => t,
         None => hex(&random_bytes()?),
     };
     let engine = Arc::new(Engine::new(store, keyring, connections, Settings { observe_floor_seconds: 1 }));
-    let router = crate::api::app(Arc::clone(&engine)).merge(coordinator_sim::app(&sims));
+    let access = Arc::new(Access::dev(&token));
+    let router = crate::api::app(Arc::clone(&engine), access).merge(coordinator_sim::app(&sims));
     let server = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             eprintln!("coordinator dev: server stopped: {e}");

@@ -30,7 +30,7 @@ use coordinator_core::package::{self, PackageError};
 use coordinator_functions::Limits;
 use coordinator_products::{Connection, ProductClient};
 use coordinator_seal::{Binding, Keyring, Purpose};
-use coordinator_store::{Admission, Claim, Decision, NewRun, Package, Store, StoreError};
+use coordinator_store::{Admission, Claim, Decision, NewRun, Package, RunRow, Store, StoreError};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
@@ -48,6 +48,21 @@ pub struct AdmitResult {
     pub created: bool,
     /// The run's state now.
     pub state: RunState,
+}
+
+/// What a caller asks to admit (`POST /v1/runs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmitRequest {
+    /// The workflow.
+    pub workflow: String,
+    /// The revision the caller expects to be active.
+    pub revision: String,
+    /// The run input (validated against the workflow's input schema).
+    pub input: Value,
+    /// The caller's idempotency key, scoped to the caller and workflow.
+    pub idempotency_key: Option<String>,
+    /// A run id the caller chose (a UUIDv7, see `run_id`); generated when absent.
+    pub run_id: Option<String>,
 }
 
 /// A run as the API may show it: no input, commands or product responses.
@@ -198,17 +213,12 @@ impl Engine {
     /// # Errors
     /// [`EngineError::UnknownWorkflow`], [`EngineError::RevisionNotActive`],
     /// [`EngineError::InputInvalid`], [`EngineError::KeyReused`], or a store failure.
-    pub async fn admit(
-        &self,
-        workflow: &str,
-        revision: &str,
-        input: Value,
-        idempotency_key: Option<String>,
-        owner: &str,
-    ) -> Result<AdmitResult, EngineError> {
+    pub async fn admit(&self, request: AdmitRequest, owner: &str) -> Result<AdmitResult, EngineError> {
+        let AdmitRequest { workflow, revision, input, idempotency_key, run_id } = request;
+        let workflow = workflow.as_str();
         let active = self.store.active(workflow).await?.ok_or_else(|| EngineError::UnknownWorkflow(workflow.into()))?;
         if active != revision {
-            return Err(EngineError::RevisionNotActive { requested: revision.to_owned() });
+            return Err(EngineError::RevisionNotActive { requested: revision });
         }
         let wf = self.workflow(&active).await?;
         let violations = wf.check_input(&input);
@@ -217,8 +227,12 @@ impl Engine {
         }
         let started = std::time::Instant::now();
         let now = now_ms();
+        let supplied = match &run_id {
+            None => None,
+            Some(text) => Some(crate::run_id::validate(text, now).map_err(EngineError::RunIdInvalid)?),
+        };
         let new = NewRun {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: supplied.clone().unwrap_or_else(crate::run_id::generate),
             workflow: workflow.to_owned(),
             revision: active.clone(),
             owner: owner.to_owned(),
@@ -226,6 +240,11 @@ impl Engine {
             input_digest: input_digest(&input)?,
             admitted_at: now,
         };
+        if supplied.is_some()
+            && let Some(existing) = self.store.load(&new.id).await?
+        {
+            return same_run(&existing, &new);
+        }
         let mut committed = Committed::default();
         let first = || -> Result<Decision, EngineError> {
             let run = Run::new(&new.id, &active, Instant(now), input);
@@ -233,7 +252,19 @@ impl Engine {
             committed = Committed::of(&t.actions);
             self.conclude(run, &t)
         };
-        let admission = self.store.admit(&new, first).await.map_err(EngineError::from_store)?;
+        let admission = match self.store.admit(&new, first).await.map_err(EngineError::from_store) {
+            Ok(admission) => admission,
+            // A concurrent admission may have taken the supplied id first.
+            Err(e) if supplied.is_some() => match self.store.load(&new.id).await? {
+                Some(existing) => return same_run(&existing, &new),
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
+        if supplied.as_deref().is_some_and(|id| id != admission.run_id()) {
+            // The key admitted another run id before: this request is not that one.
+            return Err(EngineError::KeyReused);
+        }
         let created = matches!(admission, Admission::Created(_));
         self.metrics.admission(created);
         if created {
@@ -435,6 +466,21 @@ impl Engine {
             .entry(revision.clone())
             .or_insert_with(|| Arc::new(compiled));
         Ok(Activation { workflow, revision, digest: digest.to_owned(), previous_revision })
+    }
+}
+
+/// An admission whose supplied run id exists: the same run when it is the
+/// same request (owner, workflow, revision, key and input), else `run-id.taken`.
+fn same_run(existing: &RunRow, new: &NewRun) -> Result<AdmitResult, EngineError> {
+    let same = existing.owner == new.owner
+        && existing.workflow == new.workflow
+        && existing.revision == new.revision
+        && existing.idempotency_key == new.idempotency_key
+        && existing.input_digest == new.input_digest;
+    if same {
+        Ok(AdmitResult { run_id: existing.id.clone(), created: false, state: existing.state })
+    } else {
+        Err(EngineError::RunIdTaken)
     }
 }
 

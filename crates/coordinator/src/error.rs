@@ -26,6 +26,12 @@ pub enum EngineError {
     /// The idempotency key was used before with another revision or input (`idempotency.key-reused`).
     #[error("the idempotency key was used before with another revision or input")]
     KeyReused,
+    /// A supplied run id is not acceptable (`run-id.invalid`).
+    #[error("{0}")]
+    RunIdInvalid(#[from] crate::run_id::RunIdProblem),
+    /// A supplied run id belongs to another admission (`run-id.taken`).
+    #[error("the run id is already taken by another admission; choose a fresh UUIDv7 or omit runId")]
+    RunIdTaken,
     /// No such run (`run.unknown`).
     #[error("no such run")]
     RunNotFound,

@@ -4,13 +4,15 @@
 //!
 //! Modules: `engine` (admission, events under the run lock, sealed snapshots,
 //! the workflow cache), `worker` (claims, product requests, fenced reports),
-//! `api` (axum router, one module per concern), `inspection` (the operator's
+//! `api` (axum router, one module per concern), `access` (subjects, bearer
+//! token digests, role grants and the checks on them), `inspection` (the operator's
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
 //! `completions` (completion notifications), `dev` (the one-command
 //! development stack), `error`.
 //! The binary (`main.rs`) only parses arguments and prints.
 
+pub mod access;
 pub mod api;
 pub mod completions;
 pub mod deployment;
@@ -19,10 +21,11 @@ pub mod engine;
 pub mod error;
 pub mod inspection;
 pub mod metrics;
+pub mod run_id;
 pub mod serve;
 pub mod worker;
 
-pub use engine::{AdmitResult, Engine, RunView};
+pub use engine::{AdmitRequest, AdmitResult, Engine, RunView};
 pub use error::EngineError;
 
 /// Extra stack for a worker thread beyond what a function call needs.

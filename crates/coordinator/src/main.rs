@@ -83,16 +83,17 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
     println!("  simulators:  {url}/sim/{{breg,casework,messaging,scheduling,evaluation}}, tokens at {url}/sim/token");
     println!("  data:        {}", dev.data_dir.display());
     println!("  operator token: {}", dev.token);
-    println!("  (authentication is not built yet: the API does not check the token)");
+    println!("  (subject dev-operator, every role for every workflow; send `Authorization: Bearer <token>`)");
     println!();
     println!("Admit a run:");
+    println!("  TOKEN={}", dev.token);
     println!(
-        "  curl -sS -X POST {url}/v1/runs -H 'content-type: application/json' \\\n    -d \"{{\\\"workflow\\\": \\\"{}\\\", \\\"revision\\\": \\\"{}\\\", \\\"idempotencyKey\\\": \\\"try-1\\\", \\\"input\\\": $(cat {})}}\"",
+        "  curl -sS -X POST {url}/v1/runs -H \"authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n    -d \"{{\\\"workflow\\\": \\\"{}\\\", \\\"revision\\\": \\\"{}\\\", \\\"idempotencyKey\\\": \\\"try-1\\\", \\\"input\\\": $(cat {})}}\"",
         dev.workflow,
         dev.revision,
         input.display()
     );
-    println!("Then: curl -sS {url}/v1/runs/RUN_ID");
+    println!("Then: curl -sS -H \"authorization: Bearer $TOKEN\" {url}/v1/runs/RUN_ID");
     tokio::select! {
         () = dev.serve_forever() => {}
         _ = tokio::signal::ctrl_c() => println!("coordinator dev: stopping"),
@@ -105,6 +106,7 @@ async fn run_serve(runtime: &std::path::Path) -> ExitCode {
         Ok(d) => d,
         Err(e) => return refuse(&ServeError::Deployment(e)),
     };
+    let unprotected = deployment.access.is_empty();
     let mut service = match serve::start(deployment).await {
         Ok(service) => service,
         Err(e) => return refuse(&e),
@@ -112,7 +114,12 @@ async fn run_serve(runtime: &std::path::Path) -> ExitCode {
     let url = service.url();
     println!("coordinator serve: workflow {} at revision {}", service.workflow, service.revision);
     println!("  API: {url}/v1/runs   (health: {url}/healthz)");
-    println!("  (authentication is not built yet: the API does not check callers; keep it on a private network)");
+    if unprotected {
+        println!(
+            "  warning: runtime.yaml's `access` has no tokens: every call but /healthz, /v1/openapi.json and \
+             completion notifications is refused (401)"
+        );
+    }
     tokio::select! {
         () = service.serve_forever() => {}
         _ = tokio::signal::ctrl_c() => println!("coordinator serve: stopping"),

@@ -130,7 +130,7 @@ pub async fn start(deployment: Deployment) -> Result<Service, ServeError> {
             reason: other.to_string(),
         }),
     })?;
-    let router = crate::api::app(Arc::clone(&engine));
+    let router = crate::api::app(Arc::clone(&engine), Arc::clone(&deployment.access));
     let server = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             eprintln!("coordinator serve: server stopped: {e}");

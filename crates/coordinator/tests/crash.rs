@@ -28,7 +28,7 @@ use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, eager_reviewed_notice, free_port, sim_server};
 use serde_json::{Value, json};
-use support::{on_runtime, sample_input};
+use support::{authorized_client, on_runtime, sample_input};
 
 /// Runs admitted in all.
 const RUNS: usize = 40;
@@ -139,8 +139,7 @@ fn killed_at_many_points_every_run_still_ends_as_its_journey_says_with_one_effec
         assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
 
         let url = format!("http://127.0.0.1:{port}");
-        let client =
-            reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap_or_else(|e| panic!("{e}"));
+        let client = authorized_client(Duration::from_secs(5));
         let mut schedule = Schedule(0x9e37_79b9_7f4a_7c15);
         let mut child = spawn_serve(&runtime, &log);
         wait_healthy(&client, &url).await;

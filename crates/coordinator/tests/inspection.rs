@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use coordinator::dev::Dev;
 use coordinator_sim::ReceiptLookup;
 use serde_json::{Map, Value, json};
-use support::{get, on_runtime, post, sample_input, start};
+use support::{TOKEN, get, on_runtime, post, sample_input, start};
 
 /// Values the registry holds about the applicant: a product response the workflow reads.
 const APPLICANT_NAME: &str = "Erika Mustermann";
@@ -178,7 +178,12 @@ fn inspection_shows_nothing_of_the_input_or_of_product_responses() {
         secrets.extend(notice.into_iter().filter(|s| s != "queued"));
 
         let read = |url: String| async move {
-            let response = reqwest::get(&url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+            let response = reqwest::Client::new()
+                .get(&url)
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
             assert_eq!(response.status().as_u16(), 200);
             response.text().await.unwrap_or_else(|e| panic!("{url}: {e}"))
         };

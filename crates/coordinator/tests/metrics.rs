@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{get, on_runtime, post, sample_input, start};
+use support::{TOKEN, get, on_runtime, post, sample_input, start};
 
 /// The value of the sample `name{labels}` (labels exactly as rendered), if present.
 fn sample(text: &str, series: &str) -> Option<f64> {
@@ -44,7 +44,12 @@ fn one_finished_run_is_counted_after_commit() {
         let (status, _) = post(&format!("{}/v1/runs/{run}/steps/send-notice/retry-same", dev.url()), &json!({})).await;
         assert_eq!(status, 409);
 
-        let response = reqwest::get(format!("{}/metrics", dev.url())).await.unwrap_or_else(|e| panic!("{e}"));
+        let response = reqwest::Client::new()
+            .get(format!("{}/metrics", dev.url()))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(response.status().as_u16(), 200);
         let media = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
         assert!(media.starts_with("text/plain"), "{media}");

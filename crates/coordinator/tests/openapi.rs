@@ -6,6 +6,7 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{get, on_runtime, post, sample_input, start};
@@ -76,32 +77,40 @@ fn the_document_lists_exactly_the_served_routes() {
             assert!(doc["components"]["schemas"][name].is_object(), "{target} does not resolve");
         }
 
-        // Each documented route answers (no 404 from the router, no 405) with a documented status.
-        let client = reqwest::Client::new();
-        for (method, path) in documented(&doc) {
-            let concrete = path
-                .replace("{id}", "0199c8a0-0000-7000-8000-000000000000")
-                .replace("{step}", "send-notice")
-                .replace("{connection}", "casework");
-            let url = format!("{}{concrete}", dev.url());
-            let request = match method.as_str() {
-                "get" => client.get(&url),
-                "post" => client.post(&url),
-                other => panic!("{other} {path} is documented but no route uses that method"),
-            };
-            let response = request.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
-            let status = response.status().as_u16();
-            let body = response.text().await.unwrap_or_default();
-            assert_ne!(status, 405, "{method} {path} is documented but not served");
-            if status == 404 {
-                let error: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                assert!(error["code"].is_string(), "{method} {path} is documented but not served");
-            }
-            let responses = &doc["paths"][&path][&method]["responses"];
-            assert!(responses[status.to_string()].is_object(), "{method} {path} answered {status}, not documented");
-            if status >= 400 {
-                let error: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                conforms(&doc, "Error", &error);
+        // Each documented route answers (no 404 from the router, no 405) with a
+        // documented status, with the operator's token and without one.
+        for (client, authorized) in
+            [(support::authorized_client(Duration::from_secs(30)), true), (reqwest::Client::new(), false)]
+        {
+            for (method, path) in documented(&doc) {
+                let concrete = path
+                    .replace("{id}", "0199c8a0-0000-7000-8000-000000000000")
+                    .replace("{step}", "send-notice")
+                    .replace("{connection}", "casework");
+                let url = format!("{}{concrete}", dev.url());
+                let request = match method.as_str() {
+                    "get" => client.get(&url),
+                    "post" => client.post(&url),
+                    other => panic!("{other} {path} is documented but no route uses that method"),
+                };
+                let response = request.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+                let status = response.status().as_u16();
+                let body = response.text().await.unwrap_or_default();
+                assert_ne!(status, 405, "{method} {path} is documented but not served");
+                if status == 404 {
+                    let error: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    assert!(error["code"].is_string(), "{method} {path} is documented but not served");
+                }
+                let responses = &doc["paths"][&path][&method]["responses"];
+                assert!(responses[status.to_string()].is_object(), "{method} {path} answered {status}, not documented");
+                if status >= 400 {
+                    let error: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    conforms(&doc, "Error", &error);
+                }
+                let public = doc["paths"][&path][&method]["security"] == json!([]);
+                if !authorized {
+                    assert_eq!(status == 401, !public, "{method} {path} without a token answered {status}");
+                }
             }
         }
     });

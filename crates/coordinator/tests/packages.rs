@@ -12,7 +12,7 @@ use coordinator::dev::Dev;
 use coordinator_core::check::{ProjectSource, SourceError, check_project};
 use coordinator_core::package;
 use serde_json::{Value, json};
-use support::{get, on_runtime, post, repo, sample_input, start};
+use support::{TOKEN, get, on_runtime, post, repo, sample_input, start};
 
 /// A project directory on disk, for the checker.
 struct ProjectDir(PathBuf);
@@ -51,6 +51,7 @@ async fn activate(dev: &Dev, query: &str, bytes: &[u8], content_type: &str) -> (
     let url = format!("{}/v1/packages{query}", dev.url());
     let response = reqwest::Client::new()
         .post(&url)
+        .bearer_auth(TOKEN)
         .header("content-type", content_type)
         .body(bytes.to_vec())
         .send()

@@ -185,3 +185,43 @@ fn the_binary_exits_3_when_the_runtime_file_is_missing_and_1_when_it_is_refused(
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("runtime.yaml:2:"), "{stderr}");
 }
+
+#[test]
+fn the_deployment_example_pins_the_package_of_the_flagship_as_it_is_now() {
+    let file = support::repo().join("examples/deployment/runtime.yaml");
+    let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    let (_, digest) = deploy::package_of(&support::repo().join("examples/reviewed-notice"));
+    assert_eq!(
+        config.runtime.package.digest, digest,
+        "examples/deployment/runtime.yaml pins another package than `coordinatorctl package --project \
+         examples/reviewed-notice` writes; put {digest} into it"
+    );
+}
+
+#[test]
+fn a_private_key_jwt_connection_reads_its_key_and_refuses_one_that_is_not_a_key() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let file = deployment(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let jwt = text.replacen(
+        "      type: client-secret\n      tokenEndpoint: http://127.0.0.1:9/sim/token\n      clientId: coordinator\n      clientSecret: file:client-secret\n",
+        "      type: private-key-jwt\n      tokenEndpoint: http://127.0.0.1:9/sim/token\n      clientId: coordinator-jwt\n      privateKey: file:client-key.pem\n      keyId: k1\n",
+        1,
+    );
+    assert_ne!(jwt, text);
+    std::fs::write(&file, jwt).unwrap_or_else(|e| panic!("{e}"));
+    let key = support::repo().join("crates/coordinator-products/tests/keys/client-es256.pem");
+    std::fs::copy(key, dir.path().join("client-key.pem")).unwrap_or_else(|e| panic!("{e}"));
+    let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(config.clone().resolve().is_ok());
+    std::fs::write(dir.path().join("client-key.pem"), "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n")
+        .unwrap_or_default();
+    match config.resolve() {
+        Err(e @ DeploymentError::Secret { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("privateKey") && text.contains("file:client-key.pem"), "{text}");
+            assert!(!text.contains("bm90IGEga2V5"), "{text}");
+        }
+        other => panic!("expected a key error, got {other:?}"),
+    }
+}

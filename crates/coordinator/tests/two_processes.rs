@@ -20,7 +20,7 @@ use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, eager_reviewed_notice, free_ports, sim_server};
 use serde_json::{Value, json};
-use support::{on_runtime, sample_input};
+use support::{authorized_client, on_runtime, sample_input};
 
 const RUNS: usize = 1000;
 /// Admissions in flight at once.
@@ -115,8 +115,7 @@ fn two_processes_on_one_postgres_run_a_thousand_runs_without_a_double_or_lost_di
         let _first = spawn_serve(&runtimes[0], &logs[0]);
         let _second = spawn_serve(&runtimes[1], &logs[1]);
         let urls: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
-        let client =
-            reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap_or_else(|e| panic!("{e}"));
+        let client = authorized_client(Duration::from_secs(30));
         for (url, log) in urls.iter().zip(&logs) {
             if !wait_healthy(&client, url).await {
                 panic!(

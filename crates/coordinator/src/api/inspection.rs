@@ -6,15 +6,19 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
+use coordinator_core::model::runtime::Role;
 
 use super::ApiError;
+use super::auth::{Caller, run_for};
 use crate::engine::Engine;
 use crate::inspection::Inspection;
 
-/// `200` with the inspection, `404 run.unknown`.
+/// `200` with the inspection, `404 run.unknown`; needs `operate` for the run's workflow.
 pub(super) async fn inspect(
+    caller: Caller,
     State(engine): State<Arc<Engine>>,
     Path(id): Path<String>,
 ) -> Result<Json<Inspection>, ApiError> {
+    run_for(&engine, &caller, &id, Role::Operate).await?;
     Ok(Json(engine.inspect(&id).await?))
 }

@@ -8,11 +8,15 @@
 //! The router is built from one table ([`endpoints`] lists it), which the
 //! OpenAPI document is tested against. One module per concern: `runs`
 //! (admit, read, list), `operator` (cancel, retry-same, reconcile),
-//! `inspection`, `packages` (activation), `openapi`.
+//! `inspection`, `packages` (activation), `openapi`, `auth` (the
+//! authenticated caller as an extractor, and role checks on a run).
 //!
-//! Authentication is not built yet: every request acts as the dev operator
-//! ([`DEV_OWNER`]).
+//! Every route but `/healthz`, `/v1/openapi.json` and
+//! `POST /v1/completions/{connection}` needs a bearer token
+//! (`401 auth.unauthenticated` with `WWW-Authenticate: Bearer`) and the role
+//! for the workflow concerned (`403 auth.forbidden`); see [`crate::access`].
 
+mod auth;
 mod inspection;
 mod openapi;
 mod operator;
@@ -23,7 +27,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::handler::Handler;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -31,11 +35,25 @@ use axum::routing::{MethodFilter, MethodRouter};
 use serde::Deserialize;
 use serde_json::json;
 
+use coordinator_core::model::runtime::Role;
+
+use crate::access::Access;
 use crate::engine::Engine;
 use crate::error::EngineError;
+use auth::Caller;
 
-/// The subject every request acts as until authentication is built.
-pub const DEV_OWNER: &str = "dev-operator";
+/// What every handler can reach: the engine and the access rules.
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    engine: Arc<Engine>,
+    access: Arc<Access>,
+}
+
+impl FromRef<ApiState> for Arc<Engine> {
+    fn from_ref(state: &ApiState) -> Arc<Engine> {
+        Arc::clone(&state.engine)
+    }
+}
 
 /// An HTTP method the API serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,11 +90,11 @@ pub struct Endpoint {
     pub path: &'static str,
 }
 
-type Route = (Endpoint, MethodRouter<Arc<Engine>>);
+type Route = (Endpoint, MethodRouter<ApiState>);
 
 fn route<H, T>(verb: Verb, path: &'static str, handler: H) -> Route
 where
-    H: Handler<T, Arc<Engine>>,
+    H: Handler<T, ApiState>,
     T: 'static,
 {
     (Endpoint { verb, path }, MethodRouter::new().on(verb.filter(), handler))
@@ -106,12 +124,12 @@ pub fn endpoints() -> Vec<Endpoint> {
     table().into_iter().map(|(endpoint, _)| endpoint).collect()
 }
 
-/// The API router over an engine.
-pub fn app(engine: Arc<Engine>) -> Router {
+/// The API router over an engine, authenticating and authorizing callers by `access`.
+pub fn app(engine: Arc<Engine>, access: Arc<Access>) -> Router {
     table()
         .into_iter()
         .fold(Router::new(), |router, (endpoint, handler)| router.route(endpoint.path, handler))
-        .with_state(engine)
+        .with_state(ApiState { engine, access })
 }
 
 /// An API error: status, stable code, message.
@@ -121,11 +139,21 @@ pub struct ApiError {
     code: &'static str,
     message: String,
     pointers: Option<Vec<String>>,
+    challenge: Option<&'static str>,
 }
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), pointers: None }
+        ApiError { status, code, message: message.into(), pointers: None, challenge: None }
+    }
+
+    /// `403 auth.forbidden`: the caller lacks `role` for `workflow` (or, without one, for any workflow).
+    fn forbidden(role: Role, workflow: Option<&str>) -> Self {
+        let message = match workflow {
+            Some(w) => format!("this caller does not hold the `{}` role for workflow `{w}`", role.as_str()),
+            None => format!("this caller does not hold the `{}` role for any workflow", role.as_str()),
+        };
+        ApiError::new(StatusCode::FORBIDDEN, "auth.forbidden", message)
     }
 
     /// `400 request.invalid`.
@@ -147,6 +175,10 @@ impl From<EngineError> for ApiError {
             },
             EngineError::KeyReused => ApiError::new(StatusCode::CONFLICT, "idempotency.key-reused", e.to_string()),
             EngineError::RunNotFound => ApiError::new(StatusCode::NOT_FOUND, "run.unknown", e.to_string()),
+            EngineError::RunIdInvalid(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "run-id.invalid", e.to_string())
+            }
+            EngineError::RunIdTaken => ApiError::new(StatusCode::CONFLICT, "run-id.taken", e.to_string()),
             other => {
                 eprintln!("coordinator api: {other}");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the request could not be completed")
@@ -161,7 +193,11 @@ impl IntoResponse for ApiError {
         if let Some(pointers) = self.pointers {
             body["pointers"] = json!(pointers);
         }
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(challenge) = self.challenge {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static(challenge));
+        }
+        response
     }
 }
 
@@ -169,10 +205,14 @@ async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// The engine's metrics in the Prometheus text format (version 0.0.4).
-async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
+/// The engine's metrics in the Prometheus text format (version 0.0.4), for
+/// a caller that operates at least one workflow.
+async fn metrics(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Response, ApiError> {
+    if !caller.holds_somewhere(Role::Operate) {
+        return Err(ApiError::forbidden(Role::Operate, None));
+    }
     let text = engine.metrics().render();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 
 /// `POST /v1/completions/{connection}` body.

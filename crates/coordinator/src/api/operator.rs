@@ -8,37 +8,47 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use coordinator_core::machine::event::Event;
+use coordinator_core::model::runtime::Role;
 use serde_json::json;
 
 use super::ApiError;
+use super::auth::{Caller, run_for};
 use crate::engine::{Engine, now_ms};
 use crate::error::EngineError;
 
 /// `POST /v1/runs/{id}/cancel`.
-pub(super) async fn cancel(State(engine): State<Arc<Engine>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    operate(&engine, &id, Event::CancelRequested).await
+pub(super) async fn cancel(
+    caller: Caller,
+    State(engine): State<Arc<Engine>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    operate(&engine, &caller, &id, Event::CancelRequested).await
 }
 
 /// `POST /v1/runs/{id}/steps/{step}/retry-same`.
 pub(super) async fn retry_same(
+    caller: Caller,
     State(engine): State<Arc<Engine>>,
     Path((id, step)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    operate(&engine, &id, Event::RetrySameRequested { step }).await
+    operate(&engine, &caller, &id, Event::RetrySameRequested { step }).await
 }
 
 /// `POST /v1/runs/{id}/steps/{step}/reconcile`.
 pub(super) async fn reconcile(
+    caller: Caller,
     State(engine): State<Arc<Engine>>,
     Path((id, step)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    operate(&engine, &id, Event::ReconcileRequested { step }).await
+    operate(&engine, &caller, &id, Event::ReconcileRequested { step }).await
 }
 
 /// An operator's command as an event: `202` with the run's state when applied,
 /// `200` with the reason when there was nothing to do (a cancel of an ended
-/// run), `409` with the rule's code when the rules refuse it.
-async fn operate(engine: &Engine, id: &str, event: Event) -> Result<Response, ApiError> {
+/// run), `409` with the rule's code when the rules refuse it. Needs `operate`
+/// for the run's workflow.
+async fn operate(engine: &Engine, caller: &Caller, id: &str, event: Event) -> Result<Response, ApiError> {
+    run_for(engine, caller, id, Role::Operate).await?;
     match engine.handle(id, &event, now_ms()).await {
         Ok(()) => {
             let view = engine.view(id).await?;

@@ -3,6 +3,7 @@
 //! package` wrote them; the caller pins their digest in the query, and a
 //! package whose bytes do not hash to it is refused. Admitted runs keep the
 //! revision they were admitted with; new admissions get the activated one.
+//! The caller needs `operate` for the package's workflow.
 
 use std::sync::Arc;
 
@@ -11,9 +12,12 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use coordinator_core::model::runtime::Role;
+use coordinator_core::package;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::{ApiError, Route, Verb};
 use crate::engine::{ActivationError, Engine};
 
@@ -38,11 +42,15 @@ struct ActivateQuery {
 /// `200 {workflow, revision, digest, previousRevision}`; re-activating the
 /// active package is `200` too.
 async fn activate(
+    caller: Caller,
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
     query: Result<Query<ActivateQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    if !caller.holds_somewhere(Role::Operate) {
+        return Err(ApiError::forbidden(Role::Operate, None));
+    }
     let Query(query) = query.map_err(|_| ApiError::bad_request("the only query parameter is digest"))?;
     let digest = query.digest.ok_or_else(|| ApiError::bad_request("pin the package: ?digest=sha256:<hex>"))?;
     if !is_digest(&digest) {
@@ -66,6 +74,13 @@ async fn activate(
         ),
         _ => ApiError::bad_request("the package body could not be read"),
     })?;
+    // The workflow is named inside the package; a package that cannot be read
+    // is refused by `activate` below with its own code.
+    if let Ok(read) = package::read(&bytes, Some(&digest))
+        && !caller.holds(Role::Operate, &read.manifest.workflow)
+    {
+        return Err(ApiError::forbidden(Role::Operate, Some(&read.manifest.workflow)));
+    }
     let activation = engine.activate(&bytes, &digest).await.map_err(refusal)?;
     Ok(Json(json!({
         "workflow": activation.workflow,

@@ -1,5 +1,7 @@
-//! Admission (`POST /v1/runs`), listing (`GET /v1/runs`) and reading a run
-//! (`GET /v1/runs/{id}`).
+//! Admission (`POST /v1/runs`, role `admit`; the caller owns the run),
+//! listing (`GET /v1/runs`: the caller's own runs of workflows it reads and
+//! every run of workflows it operates) and reading a run (`GET
+//! /v1/runs/{id}`, `read` on an own run or `operate`).
 
 use std::sync::Arc;
 
@@ -9,12 +11,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use coordinator_core::model::run::RunState;
-use coordinator_store::{Cursor, RunFilter};
+use coordinator_core::model::runtime::Role;
+use coordinator_store::{Cursor, RunFilter, RunRow};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, DEV_OWNER};
-use crate::engine::Engine;
+use super::ApiError;
+use super::auth::{Caller, run_for};
+use crate::engine::{AdmitRequest, Engine};
 use crate::error::EngineError;
 
 /// `POST /v1/runs` body.
@@ -26,23 +30,41 @@ pub(super) struct AdmitBody {
     input: Value,
     #[serde(default)]
     idempotency_key: Option<String>,
+    #[serde(default)]
+    run_id: Option<String>,
 }
 
 /// `201` with a new run, `200` with the run the same key, revision and input admitted before.
 pub(super) async fn admit(
+    caller: Caller,
     State(engine): State<Arc<Engine>>,
     body: Result<Json<AdmitBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     // The body's own error text could quote the input: answer with a fixed message.
-    let Json(body) =
-        body.map_err(|_| ApiError::bad_request("the body must be {workflow, revision, input, idempotencyKey}"))?;
-    let admitted = engine.admit(&body.workflow, &body.revision, body.input, body.idempotency_key, DEV_OWNER).await?;
+    let Json(body) = body
+        .map_err(|_| ApiError::bad_request("the body must be {workflow, revision, input, idempotencyKey?, runId?}"))?;
+    if !caller.holds(Role::Admit, &body.workflow) {
+        return Err(ApiError::forbidden(Role::Admit, Some(&body.workflow)));
+    }
+    let request = AdmitRequest {
+        workflow: body.workflow,
+        revision: body.revision,
+        input: body.input,
+        idempotency_key: body.idempotency_key,
+        run_id: body.run_id,
+    };
+    let admitted = engine.admit(request, caller.subject()).await?;
     let status = if admitted.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(json!({"runId": admitted.run_id, "state": admitted.state.as_str()}))).into_response())
 }
 
 /// A run as its owner sees it: state, outcome, the published output, the failure.
-pub(super) async fn read(State(engine): State<Arc<Engine>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn read(
+    caller: Caller,
+    State(engine): State<Arc<Engine>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    run_for(&engine, &caller, &id, Role::Read).await?;
     let view = engine.view(&id).await?;
     Ok(Json(json!({
         "runId": view.run_id,
@@ -65,8 +87,9 @@ pub(super) struct ListQuery {
     cursor: Option<String>,
 }
 
-/// Runs of the caller, oldest first, with an opaque cursor for the next page.
+/// Runs the caller may read, oldest first, with an opaque cursor for the next page.
 pub(super) async fn list(
+    caller: Caller,
     State(engine): State<Arc<Engine>>,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -88,16 +111,29 @@ pub(super) async fn list(
             Some(parse_cursor(&text).ok_or_else(|| ApiError::bad_request("cursor is not one this API gave"))?)
         }
     };
-    let filter = RunFilter { workflow: query.workflow, state, owner: Some(DEV_OWNER.to_owned()) };
-    let page = engine.store().list_runs(&filter, cursor.as_ref(), limit).await.map_err(EngineError::from)?;
-    let runs: Vec<Value> = page
-        .runs
+    // Neither `read` nor `operate` there: nothing may be listed.
+    let slices = caller
+        .listing(query.workflow.as_deref())
+        .ok_or_else(|| ApiError::forbidden(Role::Read, query.workflow.as_deref()))?;
+    // The union of the slices' first pages, ordered and cut to the limit: each
+    // of the union's first `limit` runs is among the first `limit` of its slice.
+    let mut rows: Vec<RunRow> = Vec::new();
+    for slice in slices {
+        let filter = RunFilter { workflow: slice.workflow, state, owner: slice.owner };
+        let page = engine.store().list_runs(&filter, cursor.as_ref(), limit).await.map_err(EngineError::from)?;
+        rows.extend(page.runs);
+    }
+    rows.sort_by(|a, b| (a.admitted_at, &a.id).cmp(&(b.admitted_at, &b.id)));
+    rows.dedup_by(|a, b| a.id == b.id);
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    rows.truncate(limit);
+    let next = if rows.len() >= limit { rows.last().map(|r| format!("{}.{}", r.admitted_at, r.id)) } else { None };
+    let runs: Vec<Value> = rows
         .iter()
         .map(|r| {
             json!({"runId": r.id, "workflow": r.workflow, "revision": r.revision, "state": r.state.as_str(), "admittedAt": r.admitted_at})
         })
         .collect();
-    let next = page.next.map(|c| format!("{}.{}", c.admitted_at, c.id));
     Ok(Json(json!({"runs": runs, "next": next})))
 }
 

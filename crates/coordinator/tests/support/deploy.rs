@@ -50,11 +50,12 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| listeners[i].local_addr().unwrap_or_else(|e| panic!("addr: {e}")).port())
 }
 
-/// The package of a project directory: (bytes, digest).
+/// The package of a project directory, as `coordinatorctl package` of this
+/// workspace version writes it: (bytes, digest).
 pub fn package_of(project: &Path) -> (Vec<u8>, String) {
     let report = check_project(&Dir(project.to_path_buf())).unwrap_or_else(|e| panic!("check: {e}"));
     let Some(checked) = report.checked else { panic!("{} was refused: {:?}", project.display(), report.diagnostics) };
-    let built = package::build(&checked, "test").unwrap_or_else(|e| panic!("package: {e}"));
+    let built = package::build(&checked, env!("CARGO_PKG_VERSION")).unwrap_or_else(|e| panic!("package: {e}"));
     (built.bytes, built.digest)
 }
 
@@ -74,6 +75,11 @@ pub struct DeploymentSpec {
     pub request_seconds: u64,
     /// The project packaged (default: examples/reviewed-notice).
     pub project: PathBuf,
+    /// `access:` as flow YAML (default: subject `operator` with every role,
+    /// its token [`support::TOKEN`](crate::support::TOKEN) in the file `operator-token`).
+    pub access: String,
+    /// Extra files written next to runtime.yaml (name, content), e.g. more tokens.
+    pub files: Vec<(String, String)>,
 }
 
 impl DeploymentSpec {
@@ -87,6 +93,9 @@ impl DeploymentSpec {
             connect_seconds: 2,
             request_seconds: 5,
             project: repo().join("examples/reviewed-notice"),
+            access: "{tokens: [{subject: operator, token: file:operator-token, roles: [admit, read, operate]}]}"
+                .to_owned(),
+            files: vec![("operator-token".to_owned(), format!("{}\n", crate::support::TOKEN))],
         }
     }
 
@@ -102,6 +111,9 @@ impl DeploymentSpec {
         for (name, content) in files {
             std::fs::write(dir.join(name), content).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
+        for (name, content) in &self.files {
+            std::fs::write(dir.join(name), content).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
         let connection = |product: &str| {
             format!(
                 "  {product}:\n    product: {p}\n    baseUrl: {sims}/sim/{p}\n    authorization:\n      type: client-secret\n      tokenEndpoint: {sims}/sim/token\n      clientId: {client}\n      clientSecret: file:client-secret\n    timeouts: {{connectSeconds: {cs}, requestSeconds: {rs}}}\n",
@@ -113,11 +125,12 @@ impl DeploymentSpec {
             )
         };
         let yaml = format!(
-            "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {{url: file:database-url}}\npayloadKeys: {{active: k1, keys: {{k1: file:payload-key}}}}\nlisten: \"{listen}\"\npackage: {{path: reviewed-notice.pkg, digest: \"{digest}\"}}\nconnections:\n{c1}{c2}{c3}access: {{}}\n{extra}",
+            "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {{url: file:database-url}}\npayloadKeys: {{active: k1, keys: {{k1: file:payload-key}}}}\nlisten: \"{listen}\"\npackage: {{path: reviewed-notice.pkg, digest: \"{digest}\"}}\nconnections:\n{c1}{c2}{c3}access: {access}\n{extra}",
             listen = self.listen,
             c1 = connection("registry"),
             c2 = connection("casework"),
             c3 = connection("messaging"),
+            access = self.access,
             extra = self.extra,
         );
         let path = dir.join("runtime.yaml");

@@ -1,11 +1,17 @@
 //! Test support: the dev stack on `127.0.0.1:0` with examples/reviewed-notice in
-//! a temporary data directory, and small HTTP helpers.
+//! a temporary data directory, and small HTTP helpers that send the operator
+//! token ([`TOKEN`]).
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use coordinator::dev::{self, Dev, DevOptions};
 use serde_json::Value;
+
+/// The operator token: the dev stack's `--token`, and the token of subject
+/// `operator` (every role) in the deployments `support/deploy.rs` writes.
+pub const TOKEN: &str = "test-token";
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -31,21 +37,48 @@ pub async fn start(data: PathBuf) -> Dev {
         project: repo().join("examples/reviewed-notice"),
         listen: "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")),
         data: Some(data),
-        token: Some("test-token".into()),
+        token: Some(TOKEN.into()),
     };
     dev::start(options).await.unwrap_or_else(|e| panic!("dev stack: {e}"))
 }
 
-/// `POST url` with a JSON body: (status, body).
+/// A client that sends `Authorization: Bearer` [`TOKEN`] with every request.
+#[allow(dead_code, reason = "not every test binary builds its own client")]
+pub fn authorized_client(timeout: Duration) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {TOKEN}")).unwrap_or_else(|e| panic!("{e}"));
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    reqwest::Client::builder().timeout(timeout).default_headers(headers).build().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `POST url` with a JSON body and the operator token: (status, body).
 pub async fn post(url: &str, body: &Value) -> (u16, Value) {
-    let response = reqwest::Client::new().post(url).json(body).send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    post_as(url, Some(TOKEN), body).await
+}
+
+/// `GET url` with the operator token: (status, body).
+pub async fn get(url: &str) -> (u16, Value) {
+    get_as(url, Some(TOKEN)).await
+}
+
+/// `POST url` with a JSON body and `token` (none: no Authorization header): (status, body).
+pub async fn post_as(url: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+    let mut request = reqwest::Client::new().post(url).json(body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-/// `GET url`: (status, body).
-pub async fn get(url: &str) -> (u16, Value) {
-    let response = reqwest::get(url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+/// `GET url` with `token` (none: no Authorization header): (status, body).
+pub async fn get_as(url: &str, token: Option<&str>) -> (u16, Value) {
+    let mut request = reqwest::Client::new().get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }

@@ -1,0 +1,313 @@
+//! The service under load: `coordinator serve` (the release binary, a child
+//! process) on SQLite or PostgreSQL, against the simulators served by this
+//! process on their own port, driven over HTTP.
+//!
+//! Build the service first, then pick a scenario:
+//!
+//! ```text
+//! cargo build --release -p coordinator
+//! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000]
+//! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20]
+//! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
+//! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
+//! ```
+//!
+//! Every service run starts from a fresh database (a SQLite file in a
+//! temporary directory, or `coordinator_bench_<pid>_<n>` on 127.0.0.1:5432,
+//! dropped afterwards). Figures go to bench/RESULTS.md with the command.
+
+mod load;
+mod stack;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use load::{Admitter, closed_loop, epoch_ms, listed, open_loop, wait_finished};
+use serde_json::json;
+use stack::{Backend, PgScratch, Stack, cpu_seconds, memory_kb};
+
+/// The most a batch of runs may take to finish before the bench reports it unfinished.
+const FINISH_LIMIT: Duration = Duration::from_secs(900);
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` adds `--bench`; everything else is `scenario key=value…`.
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let Some((scenario, rest)) = args.split_first() else {
+        bail!("name a scenario: throughput, latency, timers or pgbench (see the top of benches/service/main.rs)");
+    };
+    let options = Options::parse(rest)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(8 << 20).build()?;
+    runtime.block_on(async {
+        match scenario.as_str() {
+            "throughput" => throughput(&options).await,
+            "latency" => latency(&options).await,
+            "timers" => timers(&options).await,
+            "pgbench" => pgbench(&options).await,
+            other => bail!("unknown scenario `{other}`: throughput, latency, timers or pgbench"),
+        }
+    })
+}
+
+/// `key=value` arguments.
+struct Options(BTreeMap<String, String>);
+
+impl Options {
+    fn parse(args: &[String]) -> anyhow::Result<Options> {
+        let mut map = BTreeMap::new();
+        for arg in args {
+            let (key, value) = arg.split_once('=').ok_or_else(|| anyhow!("`{arg}` is not key=value"))?;
+            map.insert(key.to_owned(), value.to_owned());
+        }
+        Ok(Options(map))
+    }
+
+    fn number<T: std::str::FromStr>(&self, key: &str, default: T) -> anyhow::Result<T> {
+        match self.0.get(key) {
+            None => Ok(default),
+            Some(text) => text.parse().map_err(|_| anyhow!("{key}={text} is not a number")),
+        }
+    }
+
+    fn list(&self, key: &str, default: &str) -> Vec<String> {
+        self.0.get(key).map_or(default, String::as_str).split(',').map(str::to_owned).collect()
+    }
+
+    fn backends(&self, default: &str) -> anyhow::Result<Vec<Backend>> {
+        self.list("db", default)
+            .iter()
+            .map(|b| match b.as_str() {
+                "sqlite" => Ok(Backend::Sqlite),
+                "pg" | "postgres" => Ok(Backend::Pg),
+                other => Err(anyhow!("db={other}: sqlite or pg")),
+            })
+            .collect()
+    }
+}
+
+/// The input of the i-th three-calls run.
+fn three_calls_input(i: usize) -> serde_json::Value {
+    json!({"recordId": format!("0199c8a0-5c2e-7d41-9b3a-{i:012x}"), "recipient": {"kind": "person", "id": format!("p-{i}")}})
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+fn mb(kb: u64) -> String {
+    format!("{:.1}", kb as f64 / 1024.0)
+}
+
+/// Admissions/s and completed 3-call runs/s at each concurrency.
+async fn throughput(options: &Options) -> anyhow::Result<()> {
+    let backends = options.backends("sqlite,pg")?;
+    let runs: usize = options.number("runs", 3000)?;
+    let clients: Vec<usize> =
+        options.list("clients", "1,8,32").iter().map(|c| c.parse()).collect::<Result<_, _>>().context("clients")?;
+    println!("3-call runs (bench/fixtures/three-calls), {runs} per row, each row on a fresh database and service");
+    println!(
+        "| store | clients | admissions/s | admission p50 ms | p99 ms | completed runs/s | first admission → last finish s \
+         | coordinator CPU | bench process CPU | finished (store / list API) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for backend in backends {
+        for &c in &clients {
+            let stack = Stack::start(backend, "three-calls").await?;
+            let admitter =
+                Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "tp", three_calls_input)?);
+            let (coord0, self0) = (cpu_seconds(Some(stack.pid))?, cpu_seconds(None)?);
+            let admissions = closed_loop(admitter, c, runs, None).await?;
+            let (finished, _, last) =
+                wait_finished(&stack.observer, admissions.admitted, Duration::from_millis(50), FINISH_LIMIT).await?;
+            let (coord1, self1) = (cpu_seconds(Some(stack.pid))?, cpu_seconds(None)?);
+            let wall = (last - admissions.first_sent_ms) as f64 / 1000.0;
+            let shown = listed(&stack.url, "finished").await?;
+            println!(
+                "| {} | {c} | {:.0} | {} | {} | {:.0} | {:.2} | {:.1} s ({:.0} % of one core) | {:.1} s | {finished} / {shown} |",
+                backend.name(),
+                admissions.rate(),
+                ms(admissions.quantile(0.5)),
+                ms(admissions.quantile(0.99)),
+                finished as f64 / wall,
+                wall,
+                coord1 - coord0,
+                100.0 * (coord1 - coord0) / wall,
+                self1 - self0,
+            );
+            report_unfinished(&stack, &admissions, finished).await?;
+            stack.stop().await;
+        }
+    }
+    Ok(())
+}
+
+/// Says what went wrong when a batch did not go through cleanly.
+async fn report_unfinished(stack: &Stack, admissions: &load::Admissions, finished: usize) -> anyhow::Result<()> {
+    if admissions.failed > 0 {
+        println!("  {} admissions failed; first: {:?}", admissions.failed, admissions.first_failure);
+    }
+    if finished < admissions.admitted {
+        println!("  NOT ALL FINISHED: states {:?}", stack.observer.states().await?);
+        let log = stack.log_text();
+        let tail: Vec<&str> = log.lines().rev().take(10).collect();
+        println!("  serve log (last lines, newest first): {tail:?}");
+    }
+    Ok(())
+}
+
+/// Admission latency at a fixed offered rate (open loop), while the admitted runs execute.
+async fn latency(options: &Options) -> anyhow::Result<()> {
+    let backends = options.backends("sqlite,pg")?;
+    let rate: f64 = options.number("rate", 200.0)?;
+    let seconds: f64 = options.number("seconds", 20.0)?;
+    println!("open loop: {rate} admissions/s offered for {seconds} s (3-call runs, executed meanwhile)");
+    println!(
+        "| store | sent | achieved/s | p50 ms | p90 ms | p99 ms | max ms | failed | all finished, s after the last admission |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for backend in backends {
+        let stack = Stack::start(backend, "three-calls").await?;
+        let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
+        let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
+        let ended = epoch_ms();
+        let (finished, _, last) =
+            wait_finished(&stack.observer, admissions.admitted, Duration::from_millis(50), FINISH_LIMIT).await?;
+        println!(
+            "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {:.2} |",
+            backend.name(),
+            admissions.admitted + admissions.failed,
+            admissions.rate(),
+            ms(admissions.quantile(0.5)),
+            ms(admissions.quantile(0.9)),
+            ms(admissions.quantile(0.99)),
+            ms(admissions.quantile(1.0)),
+            admissions.failed,
+            (last - ended).max(0) as f64 / 1000.0,
+        );
+        report_unfinished(&stack, &admissions, finished).await?;
+        stack.stop().await;
+    }
+    Ok(())
+}
+
+/// Many runs waiting on one instant: the service's memory while they wait,
+/// then how fast the due timers fire.
+async fn timers(options: &Options) -> anyhow::Result<()> {
+    let backends = options.backends("pg")?;
+    let runs: usize = options.number("runs", 100_000)?;
+    let lead: u64 = options.number("lead", 600)?;
+    let clients: usize = options.number("clients", 32)?;
+    for backend in backends {
+        let stack = Stack::start(backend, "timers").await?;
+        let (idle_rss, _) = memory_kb(stack.pid)?;
+        let wake_ms = epoch_ms() + i64::try_from(lead)? * 1000;
+        let wake_at = chrono::DateTime::from_timestamp_millis(wake_ms)
+            .ok_or_else(|| anyhow!("instant out of range"))?
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string();
+        println!(
+            "{}: up to {runs} runs waiting until {wake_at} ({lead} s ahead), admitted by {clients} clients; \
+             coordinator serve pid {}, RSS at start {} MB",
+            backend.name(),
+            stack.pid,
+            mb(idle_rss)
+        );
+        // Stop admitting in time to see every admitted run wait before the instant.
+        let stop = Instant::now() + Duration::from_secs(lead.saturating_sub(45));
+        let admitter = Arc::new(Admitter::new(
+            &stack.url,
+            &stack.workflow,
+            &stack.revision,
+            "tm",
+            move |_| json!({"wakeAt": wake_at}),
+        )?);
+        let admissions = closed_loop(admitter, clients, runs, Some(stop)).await?;
+        println!(
+            "  admitted {} in {:.1} s ({:.0}/s, p50 {} ms, p99 {} ms){}",
+            admissions.admitted,
+            admissions.elapsed.as_secs_f64(),
+            admissions.rate(),
+            ms(admissions.quantile(0.5)),
+            ms(admissions.quantile(0.99)),
+            if admissions.admitted < runs { "; STOPPED EARLY: the instant was near" } else { "" }
+        );
+        if admissions.failed > 0 {
+            println!("  {} admissions failed; first: {:?}", admissions.failed, admissions.first_failure);
+        }
+        // Memory while they all wait: sampled every 5 s until the instant.
+        let mut samples = Vec::new();
+        while epoch_ms() < wake_ms - 2000 {
+            samples.push(memory_kb(stack.pid)?.0);
+            let left = u64::try_from(wake_ms - 2000 - epoch_ms()).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(left.min(5000))).await;
+        }
+        let (rss, hwm) = memory_kb(stack.pid)?;
+        samples.push(rss);
+        let waiting = stack.observer.states().await?;
+        println!(
+            "  while waiting (states {waiting:?}): RSS {} MB last, {} MB highest of {} samples; peak RSS since start (VmHWM) {} MB",
+            mb(rss),
+            mb(samples.iter().copied().max().unwrap_or(rss)),
+            samples.len(),
+            mb(hwm)
+        );
+        let cpu0 = cpu_seconds(Some(stack.pid))?;
+        let (finished, first, last) =
+            wait_finished(&stack.observer, admissions.admitted, Duration::from_millis(200), FINISH_LIMIT).await?;
+        let cpu1 = cpu_seconds(Some(stack.pid))?;
+        let span = (last - wake_ms) as f64 / 1000.0;
+        println!(
+            "  fired: {finished} of {} finished; first {:.3} s after the instant, last {span:.2} s after it: \
+             {:.0} timers/s; coordinator CPU {:.1} s; RSS after {} MB",
+            admissions.admitted,
+            (first - wake_ms) as f64 / 1000.0,
+            finished as f64 / span,
+            cpu1 - cpu0,
+            mb(memory_kb(stack.pid)?.0)
+        );
+        report_unfinished(&stack, &admissions, finished).await?;
+        stack.stop().await;
+    }
+    Ok(())
+}
+
+/// The limit of the same PostgreSQL: pgbench's simple-update on a scratch database.
+async fn pgbench(options: &Options) -> anyhow::Result<()> {
+    let clients: usize = options.number("clients", 32)?;
+    let seconds: u64 = options.number("seconds", 20)?;
+    let bin = pgbench_bin()?;
+    let db = PgScratch::create().await?;
+    let base = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"];
+    let init = Command::new(&bin).args(base).args(["-i", "-q", db.name()]).output()?;
+    if !init.status.success() {
+        bail!("pgbench -i: {}", String::from_utf8_lossy(&init.stderr));
+    }
+    let (c, t) = (clients.to_string(), seconds.to_string());
+    let args = ["-b", "simple-update", "-c", &c, "-j", "2", "-T", &t, db.name()];
+    println!("{} {} {}", bin.display(), base.join(" "), args.join(" "));
+    let run = Command::new(&bin).args(base).args(args).output()?;
+    let out = String::from_utf8_lossy(&run.stdout);
+    if !run.status.success() {
+        bail!("pgbench: {}{}", out, String::from_utf8_lossy(&run.stderr));
+    }
+    for line in out.lines().filter(|l| l.starts_with("tps") || l.contains("latency") || l.contains("transactions")) {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// `pgbench` on PATH, else the newest in /usr/lib/postgresql/*/bin.
+fn pgbench_bin() -> anyhow::Result<std::path::PathBuf> {
+    if Command::new("pgbench").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Ok("pgbench".into());
+    }
+    let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin/pgbench"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.pop().ok_or_else(|| anyhow!("pgbench is neither on PATH nor in /usr/lib/postgresql/*/bin"))
+}

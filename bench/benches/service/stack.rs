@@ -1,0 +1,357 @@
+//! One service under test: a scratch database (SQLite file or a fresh
+//! PostgreSQL database), a deployment directory (runtime.yaml, the fixture
+//! packaged, key and secret files), the simulators on their own listener in
+//! this process, and `coordinator serve` (the release binary) as a child
+//! process. Everything is removed when the stack is dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use coordinator_bench::DirProject;
+use coordinator_core::check::check_project;
+use coordinator_core::package;
+use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
+
+/// The maintenance database scratch databases are created from.
+const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// The bearer token of the bench's API caller (subject `bench`, every role).
+pub const API_TOKEN: &str = "bench-api-token";
+
+/// Which store the service runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An embedded SQLite file in the deployment directory.
+    Sqlite,
+    /// A fresh database on the local PostgreSQL (127.0.0.1:5432, user postgres).
+    Pg,
+}
+
+impl Backend {
+    /// The name used in reports and arguments.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "SQLite",
+            Backend::Pg => "PostgreSQL",
+        }
+    }
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `coordinator` binary: `$COORDINATOR_BIN`, else the release build in the target directory.
+pub fn coordinator_bin() -> anyhow::Result<PathBuf> {
+    let bin = match std::env::var_os("COORDINATOR_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo().join("target"), PathBuf::from);
+            target.join("release/coordinator")
+        }
+    };
+    if !bin.is_file() {
+        bail!("{} does not exist: build it first with `cargo build --release -p coordinator`", bin.display());
+    }
+    Ok(bin)
+}
+
+/// A scratch PostgreSQL database, dropped with the guard.
+pub struct PgScratch {
+    /// Its URL.
+    pub url: String,
+    name: String,
+}
+
+impl PgScratch {
+    /// Creates `coordinator_bench_<pid>_<n>`.
+    pub async fn create() -> anyhow::Result<PgScratch> {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("coordinator_bench_{}_{n}", std::process::id());
+        let mut admin = PgConnection::connect(PG_ADMIN_URL)
+            .await
+            .context("PostgreSQL must answer on 127.0.0.1:5432 (trust auth, user postgres)")?;
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .with_context(|| format!("create database {name}"))?;
+        let _ = admin.close().await;
+        Ok(PgScratch { url: format!("postgres://postgres@127.0.0.1:5432/{name}"), name })
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for PgScratch {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside async: drop the database from a thread with its own runtime.
+        let dropped = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return false };
+            rt.block_on(async {
+                let Ok(mut admin) = PgConnection::connect(PG_ADMIN_URL).await else { return false };
+                let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await.is_ok()
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(true)) {
+            eprintln!("could not drop scratch database {}; drop it by hand", self.name);
+        }
+    }
+}
+
+/// The simulators on their own listener (a separate product deployment would be).
+struct SimServer {
+    base: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn sim_server() -> anyhow::Result<SimServer> {
+    let sims = Simulators::new(SimConfig::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("bind the simulators")?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = coordinator_sim::serve(listener, &sims).await {
+            eprintln!("simulators stopped: {e}");
+        }
+    });
+    Ok(SimServer { base: format!("http://{addr}"), task })
+}
+
+/// Reads the store directly (counts and instants the API does not show), on a pool of its own.
+pub enum Observer {
+    /// A read-only connection to the SQLite file (WAL: readers do not block the writer).
+    Sqlite(SqlitePool),
+    /// A connection to the scratch database.
+    Pg(PgPool),
+}
+
+impl Observer {
+    /// Runs in `state`, and the earliest and latest `updated_at` (ms since the epoch) among them.
+    pub async fn count(&self, state: &str) -> anyhow::Result<(i64, Option<i64>, Option<i64>)> {
+        const SQL: &str = "SELECT COUNT(*), MIN(updated_at), MAX(updated_at) FROM runs WHERE state = $1";
+        let row: (i64, Option<i64>, Option<i64>) = match self {
+            Observer::Sqlite(pool) => sqlx::query_as(SQL).bind(state).fetch_one(pool).await?,
+            Observer::Pg(pool) => sqlx::query_as(SQL).bind(state).fetch_one(pool).await?,
+        };
+        Ok(row)
+    }
+
+    /// How many runs are in each state.
+    pub async fn states(&self) -> anyhow::Result<Vec<(String, i64)>> {
+        const SQL: &str = "SELECT state, COUNT(*) FROM runs GROUP BY state ORDER BY state";
+        Ok(match self {
+            Observer::Sqlite(pool) => sqlx::query_as(SQL).fetch_all(pool).await?,
+            Observer::Pg(pool) => sqlx::query_as(SQL).fetch_all(pool).await?,
+        })
+    }
+
+    async fn close(&self) {
+        match self {
+            Observer::Sqlite(pool) => pool.close().await,
+            Observer::Pg(pool) => pool.close().await,
+        }
+    }
+}
+
+/// A running `coordinator serve` with its database and simulators.
+pub struct Stack {
+    /// The API's base URL.
+    pub url: String,
+    /// The workflow of the fixture.
+    pub workflow: String,
+    /// Its active revision.
+    pub revision: String,
+    /// The store, read directly.
+    pub observer: Observer,
+    /// The `coordinator serve` process id.
+    pub pid: u32,
+    child: Child,
+    log: PathBuf,
+    _sims: SimServer,
+    _pg: Option<PgScratch>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Stack {
+    /// Sets up and starts the service on `backend` with the fixture project `fixture`
+    /// (a directory under bench/fixtures).
+    pub async fn start(backend: Backend, fixture: &str) -> anyhow::Result<Stack> {
+        let bin = coordinator_bin()?;
+        let dir = tempfile::Builder::new().prefix("coordinator-bench-").tempdir()?;
+        let sims = sim_server().await?;
+        let (database_url, pg) = match backend {
+            Backend::Sqlite => (format!("sqlite://{}?mode=rwc", dir.path().join("coordinator.db").display()), None),
+            Backend::Pg => {
+                let pg = PgScratch::create().await?;
+                (pg.url.clone(), Some(pg))
+            }
+        };
+        let project = repo().join("bench/fixtures").join(fixture);
+        let (workflow, revision) = write_deployment(dir.path(), &project, &database_url, &sims.base)?;
+        let runtime = dir.path().join("runtime.yaml");
+        let migrated = Command::new(&bin).args(["migrate", "--runtime"]).arg(&runtime).output()?;
+        if !migrated.status.success() {
+            bail!("coordinator migrate failed: {}", String::from_utf8_lossy(&migrated.stderr));
+        }
+        let log = dir.path().join("serve.log");
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(&bin)
+            .args(["serve", "--runtime"])
+            .arg(&runtime)
+            .stdout(Stdio::from(out.try_clone()?))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .with_context(|| format!("spawn {}", bin.display()))?;
+        let pid = child.id();
+        let observer = match backend {
+            Backend::Sqlite => {
+                let options = SqliteConnectOptions::new().filename(dir.path().join("coordinator.db")).read_only(true);
+                Observer::Sqlite(SqlitePoolOptions::new().max_connections(1).connect_with(options).await?)
+            }
+            Backend::Pg => Observer::Pg(PgPoolOptions::new().max_connections(1).connect(&database_url).await?),
+        };
+        let listen = read_listen(&runtime)?;
+        let stack = Stack {
+            url: format!("http://{listen}"),
+            workflow,
+            revision,
+            observer,
+            pid,
+            child,
+            log,
+            _sims: sims,
+            _pg: pg,
+            _dir: dir,
+        };
+        stack.wait_healthy().await?;
+        Ok(stack)
+    }
+
+    async fn wait_healthy(&self) -> anyhow::Result<()> {
+        let client = reqwest::Client::new();
+        for _ in 0..600 {
+            if let Ok(r) = client.get(format!("{}/healthz", self.url)).bearer_auth(API_TOKEN).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(anyhow!("coordinator serve did not become healthy:\n{}", self.log_text()))
+    }
+
+    /// What `coordinator serve` printed so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Closes the observer's pool before the database goes.
+    pub async fn stop(self) {
+        self.observer.close().await;
+    }
+}
+
+/// Writes runtime.yaml, the package and the secret files into `dir`; returns (workflow, revision).
+fn write_deployment(dir: &Path, project: &Path, database_url: &str, sims: &str) -> anyhow::Result<(String, String)> {
+    let report = check_project(&DirProject(project.to_path_buf()))?;
+    let Some(checked) = report.checked else {
+        bail!("{} was refused: {:?}", project.display(), report.diagnostics);
+    };
+    let built = package::build(&checked, "bench")?;
+    let manifest = &built.package.manifest;
+    let files: [(&str, Vec<u8>); 5] = [
+        ("api-token", API_TOKEN.as_bytes().to_vec()),
+        ("project.pkg", built.bytes.clone()),
+        ("database-url", database_url.as_bytes().to_vec()),
+        ("payload-key", format!("{}\n", "5a".repeat(32)).into_bytes()),
+        ("client-secret", DEFAULT_CLIENT.1.as_bytes().to_vec()),
+    ];
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).with_context(|| format!("write {name}"))?;
+    }
+    let connection = |name: &str, product: &str| {
+        format!(
+            "  {name}:\n    product: {product}\n    baseUrl: {sims}/sim/{product}\n    authorization:\n      \
+             type: client-secret\n      tokenEndpoint: {sims}/sim/token\n      clientId: {client}\n      \
+             clientSecret: file:client-secret\n    timeouts: {{connectSeconds: 2, requestSeconds: 5}}\n",
+            client = DEFAULT_CLIENT.0,
+        )
+    };
+    let listen = free_port()?;
+    let yaml = format!(
+        "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {{url: file:database-url}}\n\
+         payloadKeys: {{active: k1, keys: {{k1: file:payload-key}}}}\nlisten: \"127.0.0.1:{listen}\"\n\
+         package: {{path: project.pkg, digest: \"{digest}\"}}\nconnections:\n{c1}{c2}\
+         access: {{tokens: [{{subject: bench, token: file:api-token, roles: [admit, read, operate]}}]}}\n",
+        digest = built.digest,
+        c1 = connection("registry", "breg"),
+        c2 = connection("messaging", "messaging"),
+    );
+    std::fs::write(dir.join("runtime.yaml"), yaml)?;
+    Ok((manifest.workflow.clone(), manifest.revision.clone()))
+}
+
+/// A free loopback port (bound, then released): runtime.yaml wants a real port.
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn read_listen(runtime: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(runtime)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("listen: \"").and_then(|rest| rest.strip_suffix('"')))
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("runtime.yaml has no listen line"))
+}
+
+/// Resident and peak resident memory of a process, in kB (`VmRSS`, `VmHWM` of /proc/PID/status).
+pub fn memory_kb(pid: u32) -> anyhow::Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("/proc/{pid}/status has no {name}"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// CPU time (user + system) a process used so far, in seconds (/proc/PID/stat, 100 ticks per second).
+pub fn cpu_seconds(pid: Option<u32>) -> anyhow::Result<f64> {
+    let path = pid.map_or_else(|| "/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
+    let stat = std::fs::read_to_string(&path)?;
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| anyhow!("{path}: unexpected format"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).ok_or_else(|| anyhow!("{path}: field"));
+    // utime and stime are fields 14 and 15; `rest` starts at field 3.
+    Ok((tick(11)? + tick(12)?) as f64 / 100.0)
+}

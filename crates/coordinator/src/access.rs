@@ -1,0 +1,351 @@
+//! Who may call the API and what they may do (SPEC §4): subjects, their
+//! static bearer tokens and their roles per workflow.
+//!
+//! A token is kept only as its SHA-256 digest; a presented token is hashed
+//! and compared with every known digest in constant time (`subtle`), without
+//! stopping at a match. Nothing here renders a token or a digest.
+//!
+//! Roles hold per workflow (a grant names a workflow or `*`): `admit` starts
+//! runs, `read` reads the subject's own runs, `operate` inspects and commands
+//! any run of the workflow (and reads and lists it) and activates its
+//! packages. A run the caller does not own and does not operate is not
+//! revealed at all ([`RunAccess::Hidden`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use coordinator_core::model::runtime::{Grant, Role};
+use coordinator_products::Secret;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The subject `coordinator dev`'s operator token authenticates.
+pub const DEV_SUBJECT: &str = "dev-operator";
+
+/// Every role.
+const ALL_ROLES: [Role; 3] = [Role::Admit, Role::Read, Role::Operate];
+
+/// Why an access configuration cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// Two token entries hold the same token (which subject it is would be ambiguous).
+    #[error("access.tokens: the entries of `{first}` and `{second}` hold the same token; give each its own")]
+    DuplicateToken {
+        /// The first entry's subject.
+        first: String,
+        /// The second entry's subject.
+        second: String,
+    },
+    /// A subject is empty.
+    #[error("access: a subject must not be empty")]
+    EmptySubject,
+}
+
+/// A static bearer token with its subject and the roles it holds for every workflow.
+#[derive(Debug)]
+pub struct StaticCredential {
+    /// The subject the token authenticates.
+    pub subject: String,
+    /// The token (resolved from its secret reference).
+    pub token: Secret,
+    /// Roles for every workflow (as a grant with workflow `*`).
+    pub roles: Vec<Role>,
+}
+
+/// Where a role holds: every workflow or one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Scope {
+    /// `*`.
+    Any,
+    /// One workflow.
+    Workflow(String),
+}
+
+/// An authenticated caller: the subject and what it may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    subject: String,
+    grants: BTreeSet<(Scope, Role)>,
+}
+
+/// What a caller may know of one run for an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunAccess {
+    /// Allowed.
+    Allowed,
+    /// The caller knows of the run (owns it or operates its workflow) but lacks the role (`403`).
+    Forbidden,
+    /// Not the caller's run and not a workflow it operates: answered as if it did not exist (`404`).
+    Hidden,
+}
+
+/// One slice of the runs a caller may list: runs of `workflow` (or every
+/// workflow) owned by `owner` (or anyone). A listing is the union of its slices.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListSlice {
+    /// Only this workflow.
+    pub workflow: Option<String>,
+    /// Only runs of this owner.
+    pub owner: Option<String>,
+}
+
+impl Principal {
+    /// A principal with `roles` for every workflow.
+    fn everywhere(subject: &str, roles: &[Role]) -> Principal {
+        Principal { subject: subject.to_owned(), grants: roles.iter().map(|r| (Scope::Any, *r)).collect() }
+    }
+
+    /// The subject (owner of the runs it admits).
+    pub fn subject(&self) -> &str {
+        &self.subject
+    }
+
+    /// Whether the caller holds `role` for `workflow`.
+    pub fn holds(&self, role: Role, workflow: &str) -> bool {
+        self.grants.contains(&(Scope::Any, role)) || self.grants.contains(&(Scope::Workflow(workflow.to_owned()), role))
+    }
+
+    /// Whether the caller holds `role` for at least one workflow.
+    pub fn holds_somewhere(&self, role: Role) -> bool {
+        self.grants.iter().any(|(_, r)| *r == role)
+    }
+
+    /// What the caller may do with a run of `owner` in `workflow` when the
+    /// action needs `role`: `read` is allowed on the caller's own runs, and
+    /// `operate` includes reading any run of the workflow.
+    pub fn run_access(&self, owner: &str, workflow: &str, role: Role) -> RunAccess {
+        let operates = self.holds(Role::Operate, workflow);
+        if owner != self.subject && !operates {
+            return RunAccess::Hidden;
+        }
+        let allowed = match role {
+            Role::Operate => operates,
+            Role::Read => operates || self.holds(Role::Read, workflow),
+            Role::Admit => self.holds(Role::Admit, workflow),
+        };
+        if allowed { RunAccess::Allowed } else { RunAccess::Forbidden }
+    }
+
+    /// The slices of `GET /v1/runs` for this caller: its own runs of workflows
+    /// it reads, and every run of workflows it operates, narrowed to
+    /// `workflow` when the query names one. `None` when the caller may list
+    /// nothing there (neither `read` nor `operate`).
+    pub fn listing(&self, workflow: Option<&str>) -> Option<Vec<ListSlice>> {
+        let mine = Some(self.subject.clone());
+        if let Some(w) = workflow {
+            let owner = if self.holds(Role::Operate, w) {
+                None
+            } else if self.holds(Role::Read, w) {
+                mine
+            } else {
+                return None;
+            };
+            return Some(vec![ListSlice { workflow: Some(w.to_owned()), owner }]);
+        }
+        if self.grants.contains(&(Scope::Any, Role::Operate)) {
+            return Some(vec![ListSlice { workflow: None, owner: None }]);
+        }
+        let reads_all = self.grants.contains(&(Scope::Any, Role::Read));
+        let mut slices = BTreeSet::new();
+        if reads_all {
+            slices.insert(ListSlice { workflow: None, owner: mine.clone() });
+        }
+        for (scope, role) in &self.grants {
+            let Scope::Workflow(w) = scope else { continue };
+            match role {
+                Role::Operate => {
+                    slices.insert(ListSlice { workflow: Some(w.clone()), owner: None });
+                }
+                Role::Read if !reads_all && !self.holds(Role::Operate, w) => {
+                    slices.insert(ListSlice { workflow: Some(w.clone()), owner: mine.clone() });
+                }
+                _ => {}
+            }
+        }
+        (!slices.is_empty()).then(|| slices.into_iter().collect())
+    }
+}
+
+/// A known token: its digest and the subject it authenticates.
+struct Credential {
+    digest: [u8; 32],
+    subject: usize,
+}
+
+/// The deployment's access rules: token digests, subjects and their grants.
+#[derive(Default)]
+pub struct Access {
+    credentials: Vec<Credential>,
+    principals: Vec<Arc<Principal>>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let subjects: Vec<&str> = self.principals.iter().map(|p| p.subject()).collect();
+        f.debug_struct("Access").field("tokens", &self.credentials.len()).field("subjects", &subjects).finish()
+    }
+}
+
+impl Access {
+    /// The access rules of a deployment: static tokens (each with roles for
+    /// every workflow) and grants per subject and workflow. A grant to a
+    /// subject no token authenticates has no effect.
+    ///
+    /// # Errors
+    /// [`AccessError::DuplicateToken`] when two entries hold the same token,
+    /// [`AccessError::EmptySubject`] for an empty subject.
+    pub fn new(credentials: Vec<StaticCredential>, grants: &[Grant]) -> Result<Access, AccessError> {
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut principals: Vec<Principal> = Vec::new();
+        let mut known: Vec<Credential> = Vec::new();
+        for credential in credentials {
+            if credential.subject.is_empty() {
+                return Err(AccessError::EmptySubject);
+            }
+            let digest = digest(credential.token.expose());
+            if let Some(first) = known.iter().find(|k| k.digest == digest).and_then(|k| principals.get(k.subject)) {
+                return Err(AccessError::DuplicateToken { first: first.subject.clone(), second: credential.subject });
+            }
+            let subject = *index.entry(credential.subject.clone()).or_insert_with(|| {
+                principals.push(Principal::everywhere(&credential.subject, &[]));
+                principals.len() - 1
+            });
+            if let Some(principal) = principals.get_mut(subject) {
+                principal.grants.extend(credential.roles.iter().map(|r| (Scope::Any, *r)));
+            }
+            known.push(Credential { digest, subject });
+        }
+        for grant in grants {
+            let Some(principal) = index.get(&grant.subject).and_then(|i| principals.get_mut(*i)) else { continue };
+            let scope = if grant.workflow == Grant::ANY_WORKFLOW {
+                Scope::Any
+            } else {
+                Scope::Workflow(grant.workflow.clone())
+            };
+            principal.grants.extend(grant.roles.iter().map(|r| (scope.clone(), *r)));
+        }
+        let principals = principals.into_iter().map(Arc::new).collect();
+        let credentials = known;
+        Ok(Access { credentials, principals })
+    }
+
+    /// `coordinator dev`'s rules: `token` authenticates [`DEV_SUBJECT`] with
+    /// every role for every workflow.
+    pub fn dev(token: &str) -> Access {
+        Access {
+            credentials: vec![Credential { digest: digest(token), subject: 0 }],
+            principals: vec![Arc::new(Principal::everywhere(DEV_SUBJECT, &ALL_ROLES))],
+        }
+    }
+
+    /// Whether no token is configured (every protected call is refused).
+    pub fn is_empty(&self) -> bool {
+        self.credentials.is_empty()
+    }
+
+    /// The principal a presented bearer token authenticates, if any. Every
+    /// known digest is compared, in constant time, whatever matches.
+    pub fn authenticate(&self, token: &str) -> Option<Arc<Principal>> {
+        let presented = digest(token);
+        let mut found = None;
+        for credential in &self.credentials {
+            let equal: bool = credential.digest[..].ct_eq(&presented[..]).into();
+            if equal && found.is_none() {
+                found = Some(credential.subject);
+            }
+        }
+        found.and_then(|i| self.principals.get(i)).cloned()
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&Sha256::digest(token.as_bytes()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credential(subject: &str, token: &str, roles: &[Role]) -> StaticCredential {
+        StaticCredential { subject: subject.into(), token: Secret::new(token), roles: roles.to_vec() }
+    }
+
+    fn grant(subject: &str, workflow: &str, roles: &[Role]) -> Grant {
+        Grant { subject: subject.into(), workflow: workflow.into(), roles: roles.to_vec() }
+    }
+
+    fn access() -> Access {
+        let credentials = vec![
+            credential("ops", "t-ops", &[Role::Operate]),
+            credential("app", "t-app", &[]),
+            credential("mixed", "t-mixed", &[]),
+        ];
+        let grants = [
+            grant("app", "notice", &[Role::Admit, Role::Read]),
+            grant("mixed", "notice", &[Role::Read]),
+            grant("mixed", "permit", &[Role::Operate]),
+            grant("nobody", "*", &[Role::Operate]),
+        ];
+        Access::new(credentials, &grants).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn tokens_authenticate_their_subject_only() {
+        let access = access();
+        assert_eq!(access.authenticate("t-ops").map(|p| p.subject().to_owned()), Some("ops".into()));
+        assert_eq!(access.authenticate("t-app").map(|p| p.subject().to_owned()), Some("app".into()));
+        assert!(access.authenticate("t-op").is_none());
+        assert!(access.authenticate("").is_none());
+        assert!(Access::default().authenticate("t-ops").is_none());
+        let dev = Access::dev("secret");
+        let principal = dev.authenticate("secret").unwrap_or_else(|| panic!("the dev token"));
+        assert_eq!(principal.subject(), DEV_SUBJECT);
+        assert!(ALL_ROLES.iter().all(|r| principal.holds(*r, "any-workflow")));
+        assert!(!format!("{dev:?}").contains("secret"));
+    }
+
+    #[test]
+    fn duplicate_tokens_and_empty_subjects_are_refused() {
+        let twice = vec![credential("a", "same", &[]), credential("b", "same", &[])];
+        assert_eq!(
+            Access::new(twice, &[]).err(),
+            Some(AccessError::DuplicateToken { first: "a".into(), second: "b".into() })
+        );
+        assert_eq!(Access::new(vec![credential("", "t", &[])], &[]).err(), Some(AccessError::EmptySubject));
+    }
+
+    #[test]
+    fn run_access_hides_other_owners_runs_from_non_operators() {
+        let access = access();
+        let who = |token: &str| access.authenticate(token).unwrap_or_else(|| panic!("{token}"));
+        let (ops, app, mixed) = (who("t-ops"), who("t-app"), who("t-mixed"));
+        assert_eq!(ops.run_access("app", "notice", Role::Read), RunAccess::Allowed);
+        assert_eq!(ops.run_access("app", "notice", Role::Operate), RunAccess::Allowed);
+        assert_eq!(app.run_access("app", "notice", Role::Read), RunAccess::Allowed);
+        assert_eq!(app.run_access("app", "notice", Role::Operate), RunAccess::Forbidden);
+        assert_eq!(app.run_access("ops", "notice", Role::Read), RunAccess::Hidden);
+        assert_eq!(app.run_access("app", "permit", Role::Read), RunAccess::Forbidden);
+        assert_eq!(mixed.run_access("app", "permit", Role::Operate), RunAccess::Allowed);
+        assert_eq!(mixed.run_access("app", "notice", Role::Read), RunAccess::Hidden);
+    }
+
+    #[test]
+    fn listings_are_own_runs_read_and_all_runs_operated() {
+        let access = access();
+        let who = |token: &str| access.authenticate(token).unwrap_or_else(|| panic!("{token}"));
+        let slice =
+            |w: Option<&str>, o: Option<&str>| ListSlice { workflow: w.map(Into::into), owner: o.map(Into::into) };
+        assert_eq!(who("t-ops").listing(None), Some(vec![slice(None, None)]));
+        assert_eq!(who("t-app").listing(None), Some(vec![slice(Some("notice"), Some("app"))]));
+        assert_eq!(who("t-app").listing(Some("permit")), None);
+        assert_eq!(
+            who("t-mixed").listing(None),
+            Some(vec![slice(Some("notice"), Some("mixed")), slice(Some("permit"), None)])
+        );
+        assert_eq!(who("t-mixed").listing(Some("permit")), Some(vec![slice(Some("permit"), None)]));
+        let admit_only = Access::new(vec![credential("a", "t", &[Role::Admit])], &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(admit_only.authenticate("t").and_then(|p| p.listing(None)), None);
+    }
+}

@@ -1,0 +1,78 @@
+//! The authenticated caller as an axum extractor ([`Caller`]), and the role
+//! check on one run ([`run_for`]).
+//!
+//! `Authorization: Bearer <token>` is required; a missing, malformed or
+//! unknown token is `401 auth.unauthenticated` with a `WWW-Authenticate:
+//! Bearer` challenge. The token is never logged or echoed.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use coordinator_core::model::runtime::Role;
+use coordinator_store::RunRow;
+
+use super::{ApiError, ApiState};
+use crate::access::{Principal, RunAccess};
+use crate::engine::Engine;
+use crate::error::EngineError;
+
+/// The challenge sent when no credentials came.
+const CHALLENGE: &str = "Bearer realm=\"coordinator\"";
+/// The challenge sent when the credentials were not accepted (RFC 6750 §3.1).
+const CHALLENGE_INVALID: &str = "Bearer realm=\"coordinator\", error=\"invalid_token\"";
+
+/// The caller a request's bearer token authenticates.
+pub(super) struct Caller(Arc<Principal>);
+
+impl Deref for Caller {
+    type Target = Principal;
+
+    fn deref(&self) -> &Principal {
+        &self.0
+    }
+}
+
+impl FromRequestParts<ApiState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Caller, ApiError> {
+        let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+            return Err(unauthenticated("send `Authorization: Bearer <token>`", CHALLENGE));
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .filter(|token| !token.is_empty());
+        let Some(token) = token else {
+            return Err(unauthenticated("the Authorization header must be `Bearer <token>`", CHALLENGE_INVALID));
+        };
+        state
+            .access
+            .authenticate(token)
+            .map(Caller)
+            .ok_or_else(|| unauthenticated("the bearer token is not valid", CHALLENGE_INVALID))
+    }
+}
+
+fn unauthenticated(message: &str, challenge: &'static str) -> ApiError {
+    ApiError { challenge: Some(challenge), ..ApiError::new(StatusCode::UNAUTHORIZED, "auth.unauthenticated", message) }
+}
+
+/// The run `id` when the caller may act on it with `role`: `404 run.unknown`
+/// when it does not exist or is neither the caller's nor of a workflow the
+/// caller operates (its existence is not revealed), `403 auth.forbidden` when
+/// the caller knows of it but lacks the role.
+pub(super) async fn run_for(engine: &Engine, caller: &Caller, id: &str, role: Role) -> Result<RunRow, ApiError> {
+    let row = engine.store().load(id).await.map_err(EngineError::from)?.ok_or(EngineError::RunNotFound)?;
+    match caller.run_access(&row.owner, &row.workflow, role) {
+        RunAccess::Allowed => Ok(row),
+        RunAccess::Forbidden => Err(ApiError::forbidden(role, Some(&row.workflow))),
+        RunAccess::Hidden => Err(EngineError::RunNotFound.into()),
+    }
+}
