@@ -12,6 +12,9 @@
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
 //! ```
 //!
+//! `pg=sslmode=disable` (any URL query) is added to the PostgreSQL URL the
+//! service gets; without it the URL has no parameters (sqlx: `sslmode=prefer`).
+//!
 //! Every service run starts from a fresh database (a SQLite file in a
 //! temporary directory, or `coordinator_bench_<pid>_<n>` on 127.0.0.1:5432,
 //! dropped afterwards). Figures go to bench/RESULTS.md with the command.
@@ -75,6 +78,11 @@ impl Options {
         self.0.get(key).map_or(default, String::as_str).split(',').map(str::to_owned).collect()
     }
 
+    /// `pg=QUERY`: parameters added to the PostgreSQL URL (`pg=sslmode=disable`).
+    fn pg_params(&self) -> String {
+        self.0.get("pg").cloned().unwrap_or_default()
+    }
+
     fn backends(&self, default: &str) -> anyhow::Result<Vec<Backend>> {
         self.list("db", default)
             .iter()
@@ -114,7 +122,7 @@ async fn throughput(options: &Options) -> anyhow::Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for backend in backends {
         for &c in &clients {
-            let stack = Stack::start(backend, "three-calls").await?;
+            let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
             let admitter =
                 Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "tp", three_calls_input)?);
             let (coord0, self0) = (cpu_seconds(Some(stack.pid))?, cpu_seconds(None)?);
@@ -168,7 +176,7 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for backend in backends {
-        let stack = Stack::start(backend, "three-calls").await?;
+        let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
         let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
         let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
         let ended = epoch_ms();
@@ -200,7 +208,7 @@ async fn timers(options: &Options) -> anyhow::Result<()> {
     let lead: u64 = options.number("lead", 600)?;
     let clients: usize = options.number("clients", 32)?;
     for backend in backends {
-        let stack = Stack::start(backend, "timers").await?;
+        let stack = Stack::start(backend, "timers", &options.pg_params()).await?;
         let (idle_rss, _) = memory_kb(stack.pid)?;
         let wake_ms = epoch_ms() + i64::try_from(lead)? * 1000;
         let wake_at = chrono::DateTime::from_timestamp_millis(wake_ms)

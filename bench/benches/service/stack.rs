@@ -199,8 +199,9 @@ impl Drop for Stack {
 
 impl Stack {
     /// Sets up and starts the service on `backend` with the fixture project `fixture`
-    /// (a directory under bench/fixtures).
-    pub async fn start(backend: Backend, fixture: &str) -> anyhow::Result<Stack> {
+    /// (a directory under bench/fixtures). `pg_params` is appended to the
+    /// PostgreSQL URL's query (e.g. `sslmode=disable`; empty: the URL as is).
+    pub async fn start(backend: Backend, fixture: &str, pg_params: &str) -> anyhow::Result<Stack> {
         let bin = coordinator_bin()?;
         let dir = tempfile::Builder::new().prefix("coordinator-bench-").tempdir()?;
         let sims = sim_server().await?;
@@ -208,7 +209,8 @@ impl Stack {
             Backend::Sqlite => (format!("sqlite://{}?mode=rwc", dir.path().join("coordinator.db").display()), None),
             Backend::Pg => {
                 let pg = PgScratch::create().await?;
-                (pg.url.clone(), Some(pg))
+                let url = if pg_params.is_empty() { pg.url.clone() } else { format!("{}?{pg_params}", pg.url) };
+                (url, Some(pg))
             }
         };
         let project = repo().join("bench/fixtures").join(fixture);

@@ -21,12 +21,14 @@ use crate::{Store, StoreError, wakeups};
 
 const CLAIM_WORK_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
      WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
-     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) AND NOT r.held \
+     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
+     AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) \
      RETURNING run_id, step, kind, attempt, not_before, claims";
 const CLAIM_WORK_PG: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
      WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
-     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) AND NOT r.held \
+     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
+     AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4 FOR UPDATE OF o SKIP LOCKED) \
      RETURNING run_id, step, kind, attempt, not_before, claims";
 const CLAIM_TIMERS_SQLITE: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
@@ -54,14 +56,30 @@ const LEASED_TIMER_PG: &str = "SELECT 1 FROM timers \
      WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4 FOR UPDATE";
 const NEXT_DUE: &str = "SELECT MIN(due) FROM (\
      SELECT CASE WHEN o.lease_until IS NULL OR o.lease_until < o.not_before THEN o.not_before \
-     ELSE o.lease_until + 1 END AS due FROM outbox o JOIN runs r ON r.id = o.run_id WHERE NOT r.held \
+     ELSE o.lease_until + 1 END AS due FROM outbox o JOIN runs r ON r.id = o.run_id \
+     WHERE (NOT r.held OR o.kind = 'receipt') AND ($1 = 0 OR o.kind = 'receipt') \
      UNION ALL \
      SELECT CASE WHEN t.lease_until IS NULL OR t.lease_until < t.due_at THEN t.due_at \
-     ELSE t.lease_until + 1 END AS due FROM timers t JOIN runs r ON r.id = t.run_id WHERE NOT r.held\
+     ELSE t.lease_until + 1 END AS due FROM timers t JOIN runs r ON r.id = t.run_id WHERE NOT r.held AND $1 = 0\
      ) AS pending";
 const RUN_OUTBOX: &str = "SELECT step, kind, attempt, not_before FROM outbox WHERE run_id = $1 ORDER BY step, kind";
 const RUN_TIMERS: &str = "SELECT timer, due_at FROM timers WHERE run_id = $1 ORDER BY timer";
 const RUN_AUDIT: &str = "SELECT kind, step, detail FROM audit WHERE run_id = $1 ORDER BY seq";
+
+/// Which work a claimer takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkScope {
+    /// Everything due: attempts, receipt lookups, observations, timers.
+    All,
+    /// Receipt lookups only (`coordinator serve --recovery-only`: they only read).
+    ReceiptsOnly,
+}
+
+impl WorkScope {
+    fn receipts_only(self) -> i64 {
+        i64::from(self == WorkScope::ReceiptsOnly)
+    }
+}
 
 impl Store {
     /// Claims up to `limit` due outbox rows for `owner` until `now + lease_ms`:
@@ -75,13 +93,31 @@ impl Store {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<WorkItem>, StoreError> {
+        self.claim_work_in(WorkScope::All, now, owner, lease_ms, limit).await
+    }
+
+    /// [`Store::claim_work`] limited to `scope`. Receipt lookups are claimed
+    /// on held runs too: they only read, and settle unknown effects under review.
+    pub async fn claim_work_in(
+        &self,
+        scope: WorkScope,
+        now: i64,
+        owner: &str,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<WorkItem>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let sql = match tx.dialect() {
             Dialect::Sqlite => CLAIM_WORK_SQLITE,
             Dialect::Pg => CLAIM_WORK_PG,
         };
-        let args: Vec<Arg> =
-            vec![owner.into(), now.saturating_add(lease_ms).into(), now.into(), i64::from(limit).into()];
+        let args: Vec<Arg> = vec![
+            owner.into(),
+            now.saturating_add(lease_ms).into(),
+            now.into(),
+            i64::from(limit).into(),
+            scope.receipts_only().into(),
+        ];
         let mut claimed = Vec::new();
         for row in tx.fetch_all(sql, args).await? {
             let kind: String = row.get(2)?;
@@ -147,8 +183,13 @@ impl Store {
     /// in the past: work is due now). `None`: nothing is queued. The engine
     /// sleeps until then or until it is told of new work.
     pub async fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        self.next_due_in(WorkScope::All).await
+    }
+
+    /// [`Store::next_due`] of the work `scope` claims.
+    pub async fn next_due_in(&self, scope: WorkScope) -> Result<Option<i64>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        match tx.fetch_optional(NEXT_DUE, Vec::new()).await? {
+        match tx.fetch_optional(NEXT_DUE, vec![scope.receipts_only().into()]).await? {
             Some(row) => row.get(0),
             None => Ok(None),
         }

@@ -14,14 +14,17 @@
 //! (lock, decide, persist, commit — SPEC §5). Snapshots are opaque bytes.
 //!
 //! Modules: `db` (dialect adapter), `persist` (action → SQL), `runs`
-//! (admission, apply, reads), `claims` (leases on outbox and timer rows),
+//! (admission, apply, reads), `events` (trigger events admitted, by id), `claims` (leases on outbox and timer rows),
 //! `waits` (the completion-reference index), `wakeups` (cross-process
 //! notification of new work), `types` (interface values).
 
 mod claims;
 mod db;
+mod events;
+mod hold;
 mod persist;
 mod runs;
+mod stats;
 mod types;
 mod waits;
 mod wakeups;
@@ -31,21 +34,27 @@ use std::borrow::Cow;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
+pub use claims::WorkScope;
+pub use hold::Hold;
 pub use types::{
-    Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, RunWork, TimerItem, WorkItem,
-    WorkKind,
+    Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, RunWork, TimerItem, TriggerEvent,
+    WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;
 
 /// The schema migrations of each dialect: (version, description, SQL), in order.
 /// A migration once released never changes (its checksum is recorded).
-const MIGRATIONS_SQLITE: [(i64, &str, &str); 2] = [
+const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/sqlite/0001_init.sql")),
     (2, "claims and waits", include_str!("../migrations/sqlite/0002_claims_and_waits.sql")),
+    (3, "trigger events", include_str!("../migrations/sqlite/0003_trigger_events.sql")),
+    (4, "restore hold", include_str!("../migrations/sqlite/0004_restore_hold.sql")),
 ];
-const MIGRATIONS_PG: [(i64, &str, &str); 2] = [
+const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
     (2, "claims and waits", include_str!("../migrations/pg/0002_claims_and_waits.sql")),
+    (3, "trigger events", include_str!("../migrations/pg/0003_trigger_events.sql")),
+    (4, "restore hold", include_str!("../migrations/pg/0004_restore_hold.sql")),
 ];
 
 /// What can go wrong in the store.
@@ -118,8 +127,8 @@ impl Store {
             db::Pool::Pg(_) => (MIGRATIONS_PG, "pg"),
         };
         let migrations = migrations
-            .into_iter()
-            .map(|(version, description, sql)| {
+            .iter()
+            .map(|&(version, description, sql)| {
                 Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
             })
             .collect();

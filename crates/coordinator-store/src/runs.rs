@@ -11,8 +11,8 @@ use coordinator_core::model::run::RunState;
 
 use crate::db::{Arg, Dialect, Row, Tx};
 use crate::persist::persist;
-use crate::types::{Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow};
-use crate::{Store, StoreError, claims};
+use crate::types::{Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, TriggerEvent};
+use crate::{Store, StoreError, claims, events};
 
 /// How often an admission re-reads after losing an insert race before giving up.
 const ADMISSION_ROUNDS: usize = 3;
@@ -107,11 +107,54 @@ impl Store {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        self.admit_in(new, None, first).await
+    }
+
+    /// [`Store::admit`] for a run a trigger admits from a product event: in
+    /// the same transaction, the event is looked up and recorded (per workflow
+    /// and trigger). An event seen before gives the run it led to
+    /// ([`Admission::Existing`], nothing written, whatever the key); otherwise
+    /// the key rule applies, and the event is recorded with the run it led to
+    /// (the new one, or the one the same key admitted before). A run admitted
+    /// from an event never exists without its event row, nor the row without it.
+    pub async fn admit_event<E>(
+        &self,
+        new: &NewRun,
+        event: &TriggerEvent,
+        first: impl FnOnce() -> Result<Decision, E>,
+    ) -> Result<Admission, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.admit_in(new, Some(event), first).await
+    }
+
+    async fn admit_in<E>(
+        &self,
+        new: &NewRun,
+        event: Option<&TriggerEvent>,
+        first: impl FnOnce() -> Result<Decision, E>,
+    ) -> Result<Admission, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let mut first = Some(first);
         let mut decision: Option<Decision> = None;
         for _ in 0..ADMISSION_ROUNDS {
             let mut tx = self.pool.begin().await?;
+            if let Some(event) = event
+                && let Some(run_id) = events::find(&mut tx, &new.workflow, event).await?
+            {
+                return Ok(Admission::Existing(run_id));
+            }
             if let Some(existing) = find_key(&mut tx, new).await? {
+                if let (Some(event), Ok(Admission::Existing(run_id))) = (event, &existing) {
+                    // Another delivery of the same key: remember this event id too.
+                    if !events::record(&mut tx, &new.workflow, event, run_id, new.admitted_at).await? {
+                        continue;
+                    }
+                    tx.commit().await?;
+                }
                 return existing;
             }
             let decision = match (decision.as_ref(), first.take()) {
@@ -133,6 +176,13 @@ impl Store {
             ];
             // No row back: a concurrent admission with the same key committed first. Read it.
             if tx.fetch_optional(INSERT_RUN, args).await?.is_none() {
+                continue;
+            }
+            // Not recorded: a concurrent delivery of the same event committed first
+            // (with another key). Dropping the transaction rolls the run back; read it.
+            if let Some(event) = event
+                && !events::record(&mut tx, &new.workflow, event, &new.id, new.admitted_at).await?
+            {
                 continue;
             }
             persist(&mut tx, &new.id, new.admitted_at, &decision.actions).await?;

@@ -39,6 +39,16 @@ pub struct NewRun {
     pub admitted_at: i64,
 }
 
+/// The product event a trigger admits a run from, as deduplicated: the
+/// trigger's name and the event's id (its `eventId`), per workflow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerEvent {
+    /// The trigger.
+    pub trigger: String,
+    /// The event's id.
+    pub event_id: String,
+}
+
 /// What a decision changes: the actions to persist and the run after them.
 ///
 /// The snapshot is opaque to the store (the service seals the JSON of

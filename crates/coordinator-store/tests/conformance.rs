@@ -3,11 +3,16 @@
 //! `conformance!` gives each a driver on a fresh SQLite file and one on a fresh
 //! PostgreSQL database, migrated to the current schema (or, for upgrade tests,
 //! only to the first). Claim counting lives in `conformance/redispatch.rs`,
-//! the wait index and wake-ups in `conformance/waits.rs`.
+//! the wait index and wake-ups in `conformance/waits.rs`, trigger events in
+//! `conformance/events.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
 
+#[path = "conformance/events.rs"]
+mod events;
+#[path = "conformance/hold.rs"]
+mod hold;
 #[path = "conformance/redispatch.rs"]
 mod redispatch;
 mod support;
@@ -21,6 +26,11 @@ use coordinator_core::model::run::RunState;
 use coordinator_store::{
     Admission, Claim, Cursor, Decision, Package, RunFilter, Store, StoreError, TimerItem, WorkItem, WorkKind,
 };
+use events::{
+    a_refused_admission_records_no_event, an_event_admits_once_and_replays_its_run,
+    concurrent_deliveries_of_one_event_create_one_run,
+};
+use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
 use redispatch::{
     a_claim_after_a_lost_lease_is_reclaimed, a_new_attempt_resets_the_claim_count, a_released_claim_does_not_count,
     an_upgrade_counts_claims_taken_before_it,
@@ -71,6 +81,11 @@ conformance!(Current in on_sqlite, on_postgres:
     a_new_attempt_resets_the_claim_count,
     open_waits_are_indexed_by_reference,
     work_committed_elsewhere_wakes_a_listener_on_postgres,
+    the_restore_hold_is_placed_once_and_released,
+    receipts_are_claimed_on_held_runs_and_alone_in_recovery,
+    an_event_admits_once_and_replays_its_run,
+    a_refused_admission_records_no_event,
+    concurrent_deliveries_of_one_event_create_one_run,
 );
 
 conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres: an_upgrade_counts_claims_taken_before_it);

@@ -39,7 +39,13 @@ pub enum AccessError {
     /// A subject is empty.
     #[error("access: a subject must not be empty")]
     EmptySubject,
+    /// A token's subject starts with `trigger:`, which names the owners of runs triggers admit.
+    #[error("access.tokens: the subject `{0}` is reserved: `trigger:` subjects own the runs signed events admit")]
+    ReservedSubject(String),
 }
+
+/// The prefix of the subject that owns the runs a trigger admits (`trigger:<connection>`).
+pub const TRIGGER_SUBJECT_PREFIX: &str = "trigger:";
 
 /// A static bearer token with its subject and the roles it holds for every workflow.
 #[derive(Debug)]
@@ -103,6 +109,12 @@ impl Principal {
     /// Whether the caller holds `role` for `workflow`.
     pub fn holds(&self, role: Role, workflow: &str) -> bool {
         self.grants.contains(&(Scope::Any, role)) || self.grants.contains(&(Scope::Workflow(workflow.to_owned()), role))
+    }
+
+    /// Whether the caller holds `role` for every workflow (a grant with workflow `*`):
+    /// what deployment-wide actions such as the restore hold need.
+    pub fn holds_everywhere(&self, role: Role) -> bool {
+        self.grants.contains(&(Scope::Any, role))
     }
 
     /// Whether the caller holds `role` for at least one workflow.
@@ -201,6 +213,9 @@ impl Access {
         for credential in credentials {
             if credential.subject.is_empty() {
                 return Err(AccessError::EmptySubject);
+            }
+            if credential.subject.starts_with(TRIGGER_SUBJECT_PREFIX) {
+                return Err(AccessError::ReservedSubject(credential.subject));
             }
             let digest = digest(credential.token.expose());
             if let Some(first) = known.iter().find(|k| k.digest == digest).and_then(|k| principals.get(k.subject)) {

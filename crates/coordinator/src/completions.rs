@@ -18,6 +18,9 @@ use crate::error::EngineError;
 /// The store's or the engine's error while looking up or applying the event
 /// (the first one; every matching wait is still tried).
 pub async fn nudge(engine: &Engine, connection: &str, reference: &str) -> Result<(), EngineError> {
+    if engine.recovery_only {
+        return Ok(());
+    }
     let mut first_error = None;
     for (run_id, step) in engine.store().waiting_on(reference).await? {
         let Some(row) = engine.store().load(&run_id).await? else { continue };

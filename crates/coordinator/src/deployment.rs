@@ -102,6 +102,8 @@ pub struct Deployment {
     pub package: Package,
     /// Connection name → how to reach the product.
     pub connections: HashMap<String, Connection>,
+    /// Connection name → its `eventSigningSecret`, for the connections that have one.
+    pub event_secrets: HashMap<String, Secret>,
     /// The machine's settings (observation floor).
     pub settings: Settings,
     /// Who may call the API (`access`: token digests, subjects, grants).
@@ -194,7 +196,9 @@ impl RuntimeConfig {
         })?;
         let package = self.package()?;
         let connections = self.connections()?;
+        let event_secrets = self.event_secrets()?;
         check_package_connections(&self, &package, &connections)?;
+        check_package_triggers(&self, &package, &event_secrets)?;
         let access = Arc::new(self.access()?);
         let floor = self.runtime.observe_floor_seconds.unwrap_or(DEFAULT_OBSERVE_FLOOR_SECONDS);
         Ok(Deployment {
@@ -203,6 +207,7 @@ impl RuntimeConfig {
             listen,
             package,
             connections,
+            event_secrets,
             settings: Settings { observe_floor_seconds: floor },
             access,
             config: self,
@@ -265,6 +270,17 @@ impl RuntimeConfig {
             digest: pinned.digest.clone(),
             bytes,
         })
+    }
+
+    /// Each connection's `eventSigningSecret`, resolved (connections without one are left out).
+    fn event_secrets(&self) -> Result<HashMap<String, Secret>, DeploymentError> {
+        let mut out = HashMap::new();
+        for (name, c) in &self.runtime.connections {
+            if let Some(reference) = &c.event_signing_secret {
+                out.insert(name.clone(), self.secret(reference, &format!("connections.{name}.eventSigningSecret"))?);
+            }
+        }
+        Ok(out)
     }
 
     /// The product connections, with their credentials resolved.
@@ -345,6 +361,33 @@ fn check_package_connections(
                 });
             }
         }
+    }
+    Ok(())
+}
+
+/// Every trigger of the package can verify its events: its connection is
+/// configured, for the event's product, with an `eventSigningSecret`.
+fn check_package_triggers(
+    config: &RuntimeConfig,
+    package: &Package,
+    event_secrets: &HashMap<String, Secret>,
+) -> Result<(), DeploymentError> {
+    let read = package::read(&package.bytes, None)
+        .map_err(|e| DeploymentError::Package { path: config.runtime.package.path.clone(), reason: e.to_string() })?;
+    for (name, trigger) in &read.definition.triggers {
+        let product = trigger.event.split_once('.').map_or(trigger.event.as_str(), |(p, _)| p);
+        let problem = match config.runtime.connections.get(&trigger.connection) {
+            None => "which runtime.yaml does not configure; add it under `connections`".to_owned(),
+            Some(c) if c.product != product => format!("which reaches product `{}`, not `{product}`", c.product),
+            Some(_) if !event_secrets.contains_key(&trigger.connection) => {
+                "which has no `eventSigningSecret`: add a secret reference, or no event can be verified".to_owned()
+            }
+            Some(_) => continue,
+        };
+        return Err(DeploymentError::Package {
+            path: config.runtime.package.path.clone(),
+            reason: format!("trigger `{name}` ({}) uses connection `{}`, {problem}", trigger.event, trigger.connection),
+        });
     }
     Ok(())
 }

@@ -5,6 +5,9 @@
 //! (`/sim/{product}`) on one listener, with every connection pointed at them.
 //! The observation floor is 1 s; casework decides each review by itself after
 //! [`AUTO_DECIDE`] and notifies `POST /v1/completions/{connection}`.
+//! Every connection a trigger uses verifies signed events with one generated
+//! `eventSigningSecret` ([`Dev::event_secret`], printed at start), so a
+//! developer signs events with `openssl dgst -sha256 -hmac` (docs/api.md).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -73,6 +76,10 @@ pub struct Dev {
     pub workflow: String,
     /// The active revision.
     pub revision: String,
+    /// The `eventSigningSecret` of every connection a trigger uses (random per start).
+    pub event_secret: String,
+    /// The workflow's triggers (names), for which `POST /v1/events/{workflow}/{trigger}` admits runs.
+    pub triggers: Vec<String>,
     /// The simulators (tests read their effect counts).
     pub sims: Simulators,
     /// The engine.
@@ -169,7 +176,17 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         Some(t) => t,
         None => hex(&random_bytes()?),
     };
-    let engine = Arc::new(Engine::new(store, keyring, connections, Settings { observe_floor_seconds: 1 }));
+    let event_secret = hex(&random_bytes()?);
+    let event_secrets: HashMap<String, Secret> = checked
+        .definition
+        .triggers
+        .values()
+        .map(|t| (t.connection.clone(), Secret::new(event_secret.clone())))
+        .collect();
+    let triggers = checked.definition.triggers.keys().cloned().collect();
+    let engine = Engine::new(store, keyring, connections, Settings { observe_floor_seconds: 1 })
+        .with_event_secrets(event_secrets);
+    let engine = Arc::new(engine);
     let access = Arc::new(Access::dev(&token));
     let router = crate::api::app(Arc::clone(&engine), access).merge(coordinator_sim::app(&sims));
     let server = tokio::spawn(async move {
@@ -182,6 +199,8 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         addr,
         data_dir,
         token,
+        event_secret,
+        triggers,
         workflow,
         revision: checked.revision,
         sims,

@@ -30,7 +30,7 @@ use coordinator_core::package::{self, PackageError};
 use coordinator_functions::Limits;
 use coordinator_products::{Connection, ProductClient};
 use coordinator_seal::{Binding, Keyring, Purpose};
-use coordinator_store::{Admission, Claim, Decision, NewRun, Package, RunRow, Store, StoreError};
+use coordinator_store::{Admission, Claim, Decision, NewRun, Package, RunRow, Store, StoreError, TriggerEvent};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
@@ -99,6 +99,12 @@ pub struct Engine {
     pub(crate) owner: String,
     /// This engine's metrics (its own recorder).
     metrics: Metrics,
+    /// `serve --recovery-only`: admit nothing, dispatch nothing, fire no timer.
+    pub(crate) recovery_only: bool,
+    /// Connection name → its `eventSigningSecret` (set by `with_event_secrets`, in `events`).
+    pub(crate) event_secrets: HashMap<String, coordinator_products::Secret>,
+    /// The event schemas triggers are validated against (the built-in catalog's; see `events`).
+    event_schemas: std::collections::BTreeMap<String, Value>,
 }
 
 /// A package activated by [`Engine::activate`].
@@ -171,7 +177,24 @@ impl Engine {
             wake: Notify::new(),
             owner: format!("coordinator-{}", uuid::Uuid::now_v7()),
             metrics: Metrics::new(),
+            recovery_only: false,
+            event_secrets: HashMap::new(),
+            event_schemas: coordinator_core::check::catalog::Catalog::builtin_event_schemas(),
         }
+    }
+
+    /// The same engine in recovery-only mode (`coordinator serve
+    /// --recovery-only`, SPEC §3): it admits nothing, and its worker only looks
+    /// up receipts (reads that settle unknown effects under review).
+    #[must_use]
+    pub fn with_recovery_only(mut self, recovery_only: bool) -> Self {
+        self.recovery_only = recovery_only;
+        self
+    }
+
+    /// Whether this engine runs in recovery-only mode.
+    pub fn is_recovery_only(&self) -> bool {
+        self.recovery_only
     }
 
     /// This engine's metrics.
@@ -200,6 +223,7 @@ impl Engine {
         let package = package::read(&stored.bytes, Some(&stored.digest))
             .map_err(|e| EngineError::Corrupt(format!("package {revision}: {e}")))?;
         let wf = Workflow::compile(package.definition, Limits::default())
+            .and_then(|wf| wf.with_event_schemas(&self.event_schemas))
             .map_err(|e| EngineError::Corrupt(format!("package {revision}: {e}")))?;
         let wf = Arc::new(wf);
         let mut cache = self.workflows.write().unwrap_or_else(PoisonError::into_inner);
@@ -214,8 +238,25 @@ impl Engine {
     /// [`EngineError::UnknownWorkflow`], [`EngineError::RevisionNotActive`],
     /// [`EngineError::InputInvalid`], [`EngineError::KeyReused`], or a store failure.
     pub async fn admit(&self, request: AdmitRequest, owner: &str) -> Result<AdmitResult, EngineError> {
+        self.admit_with(request, owner, None).await
+    }
+
+    /// [`Engine::admit`], recording the trigger event the admission comes from
+    /// (if any) in the same transaction (`events`).
+    pub(crate) async fn admit_with(
+        &self,
+        request: AdmitRequest,
+        owner: &str,
+        event: Option<&TriggerEvent>,
+    ) -> Result<AdmitResult, EngineError> {
         let AdmitRequest { workflow, revision, input, idempotency_key, run_id } = request;
         let workflow = workflow.as_str();
+        if self.recovery_only {
+            return Err(EngineError::RecoveryOnly);
+        }
+        if self.store.hold().await?.is_some() {
+            return Err(EngineError::RestoreHoldPlaced);
+        }
         let active = self.store.active(workflow).await?.ok_or_else(|| EngineError::UnknownWorkflow(workflow.into()))?;
         if active != revision {
             return Err(EngineError::RevisionNotActive { requested: revision });
@@ -252,7 +293,11 @@ impl Engine {
             committed = Committed::of(&t.actions);
             self.conclude(run, &t)
         };
-        let admission = match self.store.admit(&new, first).await.map_err(EngineError::from_store) {
+        let admitted = match event {
+            None => self.store.admit(&new, first).await,
+            Some(event) => self.store.admit_event(&new, event, first).await,
+        };
+        let admission = match admitted.map_err(EngineError::from_store) {
             Ok(admission) => admission,
             // A concurrent admission may have taken the supplied id first.
             Err(e) if supplied.is_some() => match self.store.load(&new.id).await? {
@@ -447,6 +492,7 @@ impl Engine {
         let workflow = definition.workflow.clone();
         let revision = package.manifest.revision;
         let compiled = Workflow::compile(definition, Limits::default())
+            .and_then(|wf| wf.with_event_schemas(&self.event_schemas))
             .map_err(|e| ActivationError::Invalid(format!("the package does not compile: {e}")))?;
         let stored = Package {
             revision: revision.clone(),

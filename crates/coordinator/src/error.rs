@@ -32,6 +32,12 @@ pub enum EngineError {
     /// A supplied run id belongs to another admission (`run-id.taken`).
     #[error("the run id is already taken by another admission; choose a fresh UUIDv7 or omit runId")]
     RunIdTaken,
+    /// The service runs in recovery-only mode: nothing is admitted (`service.recovery-only`).
+    #[error("the service runs in recovery-only mode: it admits nothing until it is started normally")]
+    RecoveryOnly,
+    /// A restore hold is placed: nothing is admitted until it is released (`restore-hold.placed`).
+    #[error("a restore hold is placed: nothing is admitted until an operator releases it")]
+    RestoreHoldPlaced,
     /// No such run (`run.unknown`).
     #[error("no such run")]
     RunNotFound,

@@ -8,7 +8,8 @@
 //! token digests, role grants and the checks on them), `inspection` (the operator's
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
-//! `completions` (completion notifications), `dev` (the one-command
+//! `completions` (completion notifications), `events` (admission from signed
+//! product events) and `signature` (their HMAC header), `dev` (the one-command
 //! development stack), `error`.
 //! The binary (`main.rs`) only parses arguments and prints.
 
@@ -19,10 +20,13 @@ pub mod deployment;
 pub mod dev;
 pub mod engine;
 pub mod error;
+pub mod events;
+pub mod hold;
 pub mod inspection;
 pub mod metrics;
 pub mod run_id;
 pub mod serve;
+pub mod signature;
 pub mod worker;
 
 pub use engine::{AdmitRequest, AdmitResult, Engine, RunView};

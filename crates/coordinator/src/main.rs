@@ -42,6 +42,10 @@ enum Command {
         /// The deployment's runtime file.
         #[arg(long)]
         runtime: PathBuf,
+        /// After a database restore: admit nothing, dispatch nothing, fire no timer;
+        /// serve inspection, the restore hold and operator commands.
+        #[arg(long)]
+        recovery_only: bool,
     },
     /// Bring the schema of runtime.yaml's database up to date (idempotent).
     Migrate {
@@ -57,7 +61,10 @@ fn main() -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         match args.command {
             Command::Dev { project, listen, data, token } => run_dev(DevOptions { project, listen, data, token }).await,
-            Command::Serve { runtime } => Ok(run_serve(&runtime).await),
+            Command::Serve { runtime, recovery_only } => {
+                let mode = if recovery_only { serve::Mode::RecoveryOnly } else { serve::Mode::Normal };
+                Ok(run_serve(&runtime, mode).await)
+            }
             Command::Migrate { runtime } => Ok(run_migrate(&runtime).await),
         }
     })
@@ -94,6 +101,17 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
         input.display()
     );
     println!("Then: curl -sS -H \"authorization: Bearer $TOKEN\" {url}/v1/runs/RUN_ID");
+    if let Some(trigger) = dev.triggers.first() {
+        println!();
+        println!("Send a signed event (triggers: {}; docs/api.md has the scheme):", dev.triggers.join(", "));
+        println!("  SECRET={}   # eventSigningSecret of every trigger connection in dev", dev.event_secret);
+        println!("  BODY='{{\"eventId\": \"…\", …}}'; T=$(date +%s)");
+        println!("  SIG=$(printf '%s' \"$T.$BODY\" | openssl dgst -sha256 -hmac \"$SECRET\" | sed 's/^.*= //')");
+        println!(
+            "  curl -sS -X POST {url}/v1/events/{}/{trigger} -H \"coordinator-signature: t=$T,v1=$SIG\" \\\n    -H 'content-type: application/json' --data-binary \"$BODY\"",
+            dev.workflow
+        );
+    }
     tokio::select! {
         () = dev.serve_forever() => {}
         _ = tokio::signal::ctrl_c() => println!("coordinator dev: stopping"),
@@ -101,19 +119,25 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_serve(runtime: &std::path::Path) -> ExitCode {
+async fn run_serve(runtime: &std::path::Path, mode: serve::Mode) -> ExitCode {
     let deployment = match RuntimeConfig::read(runtime).and_then(RuntimeConfig::resolve) {
         Ok(d) => d,
         Err(e) => return refuse(&ServeError::Deployment(e)),
     };
     let unprotected = deployment.access.is_empty();
-    let mut service = match serve::start(deployment).await {
+    let mut service = match serve::start_with(deployment, mode).await {
         Ok(service) => service,
         Err(e) => return refuse(&e),
     };
     let url = service.url();
     println!("coordinator serve: workflow {} at revision {}", service.workflow, service.revision);
     println!("  API: {url}/v1/runs   (health: {url}/healthz)");
+    if mode == serve::Mode::RecoveryOnly {
+        println!(
+            "  RECOVERY-ONLY: nothing is admitted or dispatched and no timer fires; inspect, place the restore hold \
+             (POST /v1/restore-hold), reconcile or cancel, then start normally and release the hold"
+        );
+    }
     if unprotected {
         println!(
             "  warning: runtime.yaml's `access` has no tokens: every call but /healthz, /v1/openapi.json and \

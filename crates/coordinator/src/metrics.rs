@@ -16,7 +16,7 @@ use std::time::Duration;
 use coordinator_core::machine::action::Action;
 use coordinator_core::machine::event::{CallAnswer, Event};
 use coordinator_core::model::run::RunState;
-use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
 /// Admissions, by `result` (`created`, `existing`).
@@ -31,6 +31,8 @@ pub const CALL_ANSWERS: &str = "coordinator_call_answers_total";
 pub const RUNS_ENDED: &str = "coordinator_runs_ended_total";
 /// Seconds from the start of a decision to its commit, by `event` (kind).
 pub const DECISION_SECONDS: &str = "coordinator_decision_seconds";
+/// Gauge: runs in the database by state (`state`), read at scrape time.
+pub const RUNS: &str = "coordinator_runs";
 
 /// Histogram buckets of [`DECISION_SECONDS`].
 const DECISION_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
@@ -124,6 +126,7 @@ impl Metrics {
                 "Product answers to call attempts, by classification (accepted, refused, retryable, uncertain)."
             );
             describe_counter!(RUNS_ENDED, "Runs that ended, by state.");
+            describe_gauge!(RUNS, "Runs in the database, by state (read at scrape time).");
             describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Decision and commit latency, by event kind.");
         });
         metrics
@@ -170,6 +173,16 @@ impl Metrics {
     /// The admission's first transition, recorded like an applied `admitted` event.
     pub fn admitted(&self, committed: Committed, elapsed: Duration) {
         self.decision(&Event::Admitted, Decided::Applied, Some(committed), elapsed);
+    }
+
+    /// Sets the gauge of runs by state (read from the store at scrape time).
+    pub fn runs_by_state(&self, counts: &[(RunState, i64)]) {
+        self.with(|| {
+            for (state, n) in counts {
+                #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64; run counts stay far below 2^53")]
+                gauge!(RUNS, "state" => state.as_str()).set(*n as f64);
+            }
+        });
     }
 
     /// The Prometheus text exposition of everything recorded so far.

@@ -107,23 +107,59 @@ pub async fn migrate(config: &RuntimeConfig) -> Result<(), ServeError> {
 /// # Errors
 /// [`ServeError`] naming what cannot start.
 pub async fn start(deployment: Deployment) -> Result<Service, ServeError> {
+    start_with(deployment, Mode::Normal).await
+}
+
+/// How the service runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Admits, dispatches, fires timers.
+    Normal,
+    /// `--recovery-only` (SPEC §3): admits nothing, dispatches nothing, fires no
+    /// timer, and writes nothing at start (not even the package activation);
+    /// inspection, the restore hold and operator commands are served, and
+    /// receipt lookups (reads) are performed so that `reconcile` works under review.
+    RecoveryOnly,
+}
+
+/// [`start`] in `mode`.
+///
+/// # Errors
+/// [`ServeError`] naming what cannot start.
+pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, ServeError> {
     let store =
         Store::connect(deployment.database_url.expose()).await.map_err(|e| ServeError::Database(e.to_string()))?;
     // A schema from another version (or none) shows up as the first statement failing.
-    store.put_package(&deployment.package).await.map_err(|e| ServeError::NotMigrated(e.to_string()))?;
+    let hold = store.hold().await.map_err(|e| ServeError::NotMigrated(e.to_string()))?;
     let package = &deployment.package;
-    store
-        .activate(&package.workflow, &package.revision)
-        .await
-        .map_err(|e| ServeError::Database(format!("activating revision {}: {e}", package.revision)))?;
+    if mode == Mode::Normal {
+        store.put_package(&deployment.package).await.map_err(|e| ServeError::Database(e.to_string()))?;
+        store
+            .activate(&package.workflow, &package.revision)
+            .await
+            .map_err(|e| ServeError::Database(format!("activating revision {}: {e}", package.revision)))?;
+    }
     let listener = TcpListener::bind(deployment.listen)
         .await
         .map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
-    let engine = Arc::new(Engine::new(store, deployment.keyring, deployment.connections.clone(), deployment.settings));
+    let engine = Engine::new(store, deployment.keyring, deployment.connections.clone(), deployment.settings)
+        .with_event_secrets(deployment.event_secrets.clone());
+    let engine = Arc::new(engine.with_recovery_only(mode == Mode::RecoveryOnly));
+    if hold.is_some() {
+        // A placement a crash interrupted is finished before any work is claimed.
+        engine
+            .hold_unfinished_runs()
+            .await
+            .map_err(|e| ServeError::Database(format!("placing the restore hold: {e}")))?;
+    }
     // The package compiles (its functions under the bounds) before anything is served.
-    engine.workflow(&package.revision).await.map_err(|e| match e {
+    let compiled = match mode {
+        Mode::Normal => engine.workflow(&package.revision).await.map(|_| ()),
+        Mode::RecoveryOnly => Ok(()),
+    };
+    compiled.map_err(|e| match e {
         EngineError::Store(s) => ServeError::Database(s.to_string()),
         other => ServeError::Deployment(DeploymentError::Package {
             path: deployment.config.runtime.package.path.clone(),

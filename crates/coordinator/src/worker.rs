@@ -29,7 +29,7 @@ use coordinator_core::machine::run::Run;
 use coordinator_core::model::catalog::Effect;
 use coordinator_core::model::workflow::Step;
 use coordinator_products::Connection;
-use coordinator_store::{Claim, TimerItem, Wakeups, WorkItem, WorkKind};
+use coordinator_store::{Claim, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
 
 use crate::engine::{Engine, now_ms};
 use crate::error::EngineError;
@@ -98,7 +98,7 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
         if claimed > 0 {
             continue;
         }
-        let sleep = match engine.store.next_due().await {
+        let sleep = match engine.store.next_due_in(scope(&engine)).await {
             Ok(Some(due)) => {
                 Duration::from_millis(u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0)).min(MAX_SLEEP)
             }
@@ -112,11 +112,21 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
     }
 }
 
+/// The work this engine's worker takes: receipts only in recovery-only mode.
+fn scope(engine: &Engine) -> WorkScope {
+    if engine.recovery_only { WorkScope::ReceiptsOnly } else { WorkScope::All }
+}
+
 /// Claims due timers and work and starts a task for each; returns how many were claimed.
 async fn claim_round(engine: &Arc<Engine>, options: WorkerOptions) -> Result<usize, EngineError> {
     let now = now_ms();
-    let timers = engine.store.claim_timers(now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
-    let work = engine.store.claim_work(now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
+    // Recovery-only: no timer fires and nothing is dispatched; receipts are only read.
+    let timers = if engine.recovery_only {
+        Vec::new()
+    } else {
+        engine.store.claim_timers(now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?
+    };
+    let work = engine.store.claim_work_in(scope(engine), now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
     let claimed = timers.len() + work.len();
     // Timers first, in the store's order (due time, then SPEC §3 precedence), one after another.
     for timer in timers {

@@ -92,18 +92,27 @@ async fn state_of(client: &reqwest::Client, url: &str, run: &str) -> Option<Valu
     r.json().await.ok()
 }
 
-/// Settles a run in `attention` as an operator would: reconcile where a receipt can tell, else retry-same.
+/// Settles a run in `attention` as an operator would, from its inspection:
+/// `reconcile` where the operation has a receipt and none was looked up yet;
+/// `retry-same` when there is no receipt, or the receipt did not settle it
+/// (a process killed after claiming an attempt but before sending it leaves a
+/// receipt `not-found`: nothing proves the product did not act, so the saved
+/// command is resent with its original key).
 async fn settle(client: &reqwest::Client, url: &str, run: &str) {
-    for (step, command) in
-        [("send-notice", "reconcile"), ("request-review", "retry-same"), ("send-notice", "retry-same")]
-    {
-        let sent = client.post(format!("{url}/v1/runs/{run}/steps/{step}/{command}")).send().await;
-        if let Ok(r) = sent
-            && r.status().as_u16() == 202
-        {
-            return;
-        }
-    }
+    let Ok(response) = client.get(format!("{url}/v1/runs/{run}/inspection")).send().await else { return };
+    let view: Value = response.json().await.unwrap_or(Value::Null);
+    let Some(step) = view["attention"]["step"].as_str() else { return };
+    let Some(record) = view["steps"].as_array().and_then(|s| s.iter().find(|s| s["step"] == step)) else { return };
+    let offers = |action: &str| record["recoveryActions"].as_array().is_some_and(|a| a.iter().any(|x| x == action));
+    let looked_up = !record["call"]["lastReceipt"].is_null();
+    let command = if offers("reconcile") && !looked_up {
+        "reconcile"
+    } else if offers("retry-same") {
+        "retry-same"
+    } else {
+        return;
+    };
+    let _ = client.post(format!("{url}/v1/runs/{run}/steps/{step}/{command}")).send().await;
 }
 
 #[test]

@@ -69,6 +69,10 @@ fn one_finished_run_is_counted_after_commit() {
         assert_eq!(value("coordinator_decision_seconds_count{event=\"admitted\"}"), 1.0);
         assert!(value("coordinator_decision_seconds_sum{event=\"call-answered\"}") > 0.0);
         assert!(text.contains("# TYPE coordinator_decision_seconds histogram"), "{text}");
+        // The gauge of runs by state is read from the database at scrape time, every state listed.
+        assert_eq!(value("coordinator_runs{state=\"finished\"}"), 1.0);
+        assert_eq!(value("coordinator_runs{state=\"running\"}"), 0.0);
+        assert_eq!(value("coordinator_runs{state=\"cancelled-after-effect\"}"), 0.0);
 
         // No label carries the run, its input or a product's answer.
         let input = sample_input();

@@ -91,6 +91,7 @@ fn the_document_lists_exactly_the_served_routes() {
                 let request = match method.as_str() {
                     "get" => client.get(&url),
                     "post" => client.post(&url),
+                    "delete" => client.delete(&url),
                     other => panic!("{other} {path} is documented but no route uses that method"),
                 };
                 let response = request.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));

@@ -1,32 +1,53 @@
-//! `coordinatorctl`: the offline tool for Coordinator projects.
+//! `coordinatorctl`: the tool for Coordinator projects. Offline it inits,
+//! checks, explains, draws, tests and packages a project; against a running
+//! service it operates runs over the HTTP API (`status`, `inspect`, `list`,
+//! `cancel`, `retry-same`, `reconcile`, `restore-hold`, `activate`).
 //!
-//! Owns argument parsing, reading project files from disk, and printing
-//! (human or JSON). It decides nothing about projects itself: every proof and
-//! every computed value comes from `coordinator-core`.
+//! Owns argument parsing, reading project files from disk, the HTTP client
+//! (`client`), and printing (human or JSON). It decides nothing about projects
+//! or runs itself: every proof and value comes from `coordinator-core`, every
+//! operating decision from the service.
 //!
 //! Exit codes (every command): 0 accepted, 1 refused (the input is wrong),
-//! 2 usage error, 3 a needed resource is unavailable.
+//! 2 usage error, 3 a needed resource is unavailable (see `operate` for how
+//! the service's answers map to them).
 
+mod client;
+mod cmd_activate;
 mod cmd_check;
 mod cmd_explain;
 mod cmd_graph;
+mod cmd_hold;
 mod cmd_init;
+mod cmd_inspect;
 mod cmd_package;
+mod cmd_runs;
 mod cmd_test;
 mod environment;
 mod explain;
 mod graph;
+mod operate;
 mod project_dir;
 mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
+use coordinator_core::model::run::RunState;
+
+use client::ServiceArgs;
+use cmd_hold::HoldAction;
+use cmd_runs::{ListArgs, Operator};
 
 /// Command-line interface.
 #[derive(Parser)]
-#[command(name = "coordinatorctl", version, about = "Check, explain, draw and package Coordinator projects (offline).")]
+#[command(
+    name = "coordinatorctl",
+    version,
+    about = "Check, explain, draw, test and package Coordinator projects (offline); operate a running service."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -105,14 +126,93 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Show a run: state, outcome, published output, failure (GET /v1/runs/{id}).
+    Status {
+        /// The run id.
+        run: String,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// Show a run's steps, effects, waits and the recovery actions that apply now.
+    Inspect {
+        /// The run id.
+        run: String,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// List runs, oldest first.
+    List {
+        /// Only runs of this workflow.
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs in this state.
+        #[arg(long, value_parser = PossibleValuesParser::new(RunState::ALL.map(RunState::as_str)))]
+        state: Option<String>,
+        /// Runs per page (1-500; the service's default is 50, with --all 500).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=500))]
+        limit: Option<u32>,
+        /// Start after this cursor (the `next` of an earlier page).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Follow the cursor to the last page.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// Cancel a run (its cancel route, or settling an unknown effect).
+    Cancel {
+        /// The run id.
+        run: String,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// Resend a step's saved command with its original idempotency key (settles an unknown effect).
+    RetrySame {
+        /// The run id.
+        run: String,
+        /// The call step whose effect is unknown.
+        step: String,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// Look up the receipt of a step's original key (settles an unknown effect).
+    Reconcile {
+        /// The run id.
+        run: String,
+        /// The call step whose effect is unknown.
+        step: String,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// Show, place or release the deployment's restore hold (no run dispatches while it is placed).
+    RestoreHold {
+        /// What to do.
+        #[arg(value_enum, default_value_t = HoldAction::Show)]
+        action: HoldAction,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// Activate a package written by `coordinatorctl package` (POST /v1/packages).
+    Activate {
+        /// The package file.
+        #[arg(long, value_name = "FILE")]
+        package: PathBuf,
+        /// The digest to pin (sha256:<hex>); default: the digest of the file.
+        #[arg(long)]
+        digest: Option<String>,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
 }
 
 /// Human or machine output.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// For people: compiler-style diagnostics, colour on a terminal.
     Human,
-    /// The JSON report of SPEC §2.3.
+    /// JSON for scripts: the report of SPEC §2.3; for the operating commands, the service's answer with
+    /// `ok` and `command`.
     Json,
 }
 
@@ -134,7 +234,8 @@ pub enum Exit {
     Ok = 0,
     /// Refused: the input is wrong.
     Refused = 1,
-    /// A needed resource is unavailable (a file cannot be read or written).
+    /// A needed resource is unavailable (a file cannot be read or written, the
+    /// service cannot be reached or does not accept the credential).
     Unavailable = 3,
 }
 
@@ -156,6 +257,16 @@ fn main() -> ExitCode {
         Command::Graph { project, format, output } => cmd_graph::run(&project, format, output.as_deref()),
         Command::Package { project, output, format } => cmd_package::run(&project, &output, format),
         Command::Test { project, format } => cmd_test::run(&project, format),
+        Command::Status { run, service } => cmd_runs::status(&service, &run),
+        Command::Inspect { run, service } => cmd_inspect::run(&service, &run),
+        Command::List { workflow, state, limit, cursor, all, service } => {
+            cmd_runs::list(&service, &ListArgs { workflow, state, limit, cursor, all })
+        }
+        Command::Cancel { run, service } => cmd_runs::command(&service, &run, Operator::Cancel),
+        Command::RetrySame { run, step, service } => cmd_runs::command(&service, &run, Operator::RetrySame(&step)),
+        Command::Reconcile { run, step, service } => cmd_runs::command(&service, &run, Operator::Reconcile(&step)),
+        Command::RestoreHold { action, service } => cmd_hold::run(&service, action),
+        Command::Activate { package, digest, service } => cmd_activate::run(&service, &package, digest.as_deref()),
     };
     exit.into()
 }

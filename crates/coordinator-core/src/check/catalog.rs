@@ -95,6 +95,13 @@ impl Catalog {
         catalog
     }
 
+    /// The built-in products' event schemas by full name (`breg.record-created/v1`).
+    /// A project catalog cannot shadow a built-in product, so these names mean
+    /// the same events in every project.
+    pub fn builtin_event_schemas() -> BTreeMap<String, serde_json::Value> {
+        Catalog::builtin().events.into_iter().map(|(name, event)| (name, event.schema)).collect()
+    }
+
     /// Adds a project catalog file, refusing a product that is already described.
     pub fn add(&mut self, loaded: LoadedCatalog, out: &mut Vec<Diagnostic>) {
         let product = loaded.catalog.product.clone();

@@ -176,6 +176,14 @@ fn source(d: &mut Decoder<'_>, node: &Node, in_trigger: bool) -> Option<Source> 
     };
     let kind = kind?;
     let what = format!("a `{}` argument", SOURCE_TYPES[kind]);
+    if in_trigger && (kind == 0 || kind == 3) {
+        d.invalid(
+            node.span,
+            format!("a trigger cannot read `{{type: {}}}`: it runs before the run exists", SOURCE_TYPES[kind]),
+            "use `{type: event}` or `{type: literal}`",
+        );
+        return None;
+    }
     match kind {
         0 => d.object(node, &what, node.span, &["type"], &[]).map(|_| Source::Input),
         1 => {

@@ -41,6 +41,9 @@ pub struct Workflow {
     outputs: BTreeMap<String, Validator>,
     completions: BTreeMap<(String, String), Validator>,
     outcomes: BTreeMap<String, Validator>,
+    /// Event name -> the compiled schema of the event, for the trigger events
+    /// whose schema the caller supplied ([`Workflow::with_event_schemas`]).
+    events: BTreeMap<String, Validator>,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -80,7 +83,27 @@ impl Workflow {
             outcomes.insert(name.clone(), schema(format!("outcome {name}"), value)?);
         }
         let revision = definition.revision().unwrap_or_default();
-        Ok(Workflow { definition, revision, functions, input, commands, outputs, completions, outcomes })
+        let events = BTreeMap::new();
+        Ok(Workflow { definition, revision, functions, input, commands, outputs, completions, outcomes, events })
+    }
+
+    /// Adds the schemas of the events the workflow's triggers admit from, taken
+    /// from `schemas` (event name -> JSON Schema). The definition does not pin
+    /// event schemas, so the caller says which ones it trusts (the service
+    /// passes the built-in catalog's: `check::catalog::builtin_event_schemas`);
+    /// a trigger event without a schema here is not validated.
+    ///
+    /// # Errors
+    /// [`CompileFailure::Schema`] when a supplied schema does not compile.
+    pub fn with_event_schemas(mut self, schemas: &BTreeMap<String, Value>) -> Result<Workflow, CompileFailure> {
+        for trigger in self.definition.triggers.values() {
+            if let Some(value) = schemas.get(&trigger.event)
+                && !self.events.contains_key(&trigger.event)
+            {
+                self.events.insert(trigger.event.clone(), schema(format!("event {}", trigger.event), value)?);
+            }
+        }
+        Ok(self)
     }
 
     /// A step by id.
@@ -119,6 +142,12 @@ impl Workflow {
             .get(&(alias.to_owned(), name.to_owned()))
             .map(|v| json_schema::violations(v, value))
             .unwrap_or_default()
+    }
+
+    /// Violations of an event's schema (pointers only); `None` when the schema
+    /// of that event is not known to this compiled workflow.
+    pub fn check_event(&self, event: &str, value: &Value) -> Option<Vec<Violation>> {
+        self.events.get(event).map(|v| json_schema::violations(v, value))
     }
 
     /// Violations of an outcome's output schema.

@@ -10,7 +10,7 @@
 //! wait-until, wait-for, finish), `call` (classified answers, retries,
 //! uncertainty), `wait` (timers, observations, nudges, timeouts), `operator`
 //! (cancel, retry-same, reconcile, restore hold), `mapping` (sources and
-//! functions).
+//! functions), `trigger` (what a product event admits: run input and key).
 
 pub mod action;
 mod call;
@@ -21,6 +21,7 @@ mod mapping;
 mod operator;
 pub mod run;
 pub mod time;
+pub mod trigger;
 mod wait;
 
 use serde::{Deserialize, Serialize};

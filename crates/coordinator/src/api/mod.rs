@@ -11,12 +11,15 @@
 //! `inspection`, `packages` (activation), `openapi`, `auth` (the
 //! authenticated caller as an extractor, and role checks on a run).
 //!
-//! Every route but `/healthz`, `/v1/openapi.json` and
-//! `POST /v1/completions/{connection}` needs a bearer token
+//! Every route but `/healthz`, `/v1/openapi.json`,
+//! `POST /v1/completions/{connection}` and `POST /v1/events/{workflow}/{trigger}`
+//! (`events`: authenticated by the body's HMAC signature) needs a bearer token
 //! (`401 auth.unauthenticated` with `WWW-Authenticate: Bearer`) and the role
 //! for the workflow concerned (`403 auth.forbidden`); see [`crate::access`].
 
 mod auth;
+mod events;
+mod hold;
 mod inspection;
 mod openapi;
 mod operator;
@@ -62,6 +65,8 @@ pub enum Verb {
     Get,
     /// `POST`.
     Post,
+    /// `DELETE`.
+    Delete,
 }
 
 impl Verb {
@@ -70,6 +75,7 @@ impl Verb {
         match self {
             Verb::Get => "get",
             Verb::Post => "post",
+            Verb::Delete => "delete",
         }
     }
 
@@ -77,6 +83,7 @@ impl Verb {
         match self {
             Verb::Get => MethodFilter::GET,
             Verb::Post => MethodFilter::POST,
+            Verb::Delete => MethodFilter::DELETE,
         }
     }
 }
@@ -115,6 +122,10 @@ fn table() -> Vec<Route> {
         route(Verb::Post, "/v1/runs/{id}/steps/{step}/retry-same", operator::retry_same),
         route(Verb::Post, "/v1/runs/{id}/steps/{step}/reconcile", operator::reconcile),
         route(Verb::Post, "/v1/completions/{connection}", completion),
+        events::route(),
+        route(Verb::Get, "/v1/restore-hold", hold::show),
+        route(Verb::Post, "/v1/restore-hold", hold::place),
+        route(Verb::Delete, "/v1/restore-hold", hold::release),
         packages::activation(),
     ]
 }
@@ -178,6 +189,10 @@ impl From<EngineError> for ApiError {
             EngineError::RunIdInvalid(_) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "run-id.invalid", e.to_string())
             }
+            EngineError::RecoveryOnly => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "service.recovery-only", e.to_string())
+            }
+            EngineError::RestoreHoldPlaced => ApiError::new(StatusCode::CONFLICT, "restore-hold.placed", e.to_string()),
             EngineError::RunIdTaken => ApiError::new(StatusCode::CONFLICT, "run-id.taken", e.to_string()),
             other => {
                 eprintln!("coordinator api: {other}");
@@ -211,6 +226,8 @@ async fn metrics(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Re
     if !caller.holds_somewhere(Role::Operate) {
         return Err(ApiError::forbidden(Role::Operate, None));
     }
+    let counts = engine.store().runs_by_state().await.map_err(EngineError::from)?;
+    engine.metrics().runs_by_state(&counts);
     let text = engine.metrics().render();
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }

@@ -1,0 +1,53 @@
+//! The deployment-wide restore hold (SPEC §3): one row that says a hold is
+//! placed, when and by whom. Placing it on each run is the machine's work
+//! (`RestoreHoldPlaced` through the engine); this module only keeps the
+//! deployment's flag, so that admissions can be refused and a later start can
+//! finish holding runs a crash left unheld.
+
+use crate::{Store, StoreError};
+
+const HOLD: &str = "SELECT placed_at, placed_by FROM restore_hold WHERE singleton = 1";
+const PLACE: &str = "INSERT INTO restore_hold (singleton, placed_at, placed_by) VALUES (1, $1, $2) \
+     ON CONFLICT (singleton) DO NOTHING";
+const RELEASE: &str = "DELETE FROM restore_hold WHERE singleton = 1";
+
+/// A placed restore hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// When it was placed, ms since the epoch.
+    pub placed_at: i64,
+    /// Who placed it (the operator's subject).
+    pub placed_by: String,
+}
+
+impl Store {
+    /// The placed hold, if any.
+    pub async fn hold(&self) -> Result<Option<Hold>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        match tx.fetch_optional(HOLD, Vec::new()).await? {
+            Some(row) => Ok(Some(Hold { placed_at: row.get(0)?, placed_by: row.get(1)? })),
+            None => Ok(None),
+        }
+    }
+
+    /// Places the hold; a hold already placed is kept as it is. Returns the hold in force.
+    pub async fn place_hold(&self, at: i64, by: &str) -> Result<Hold, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        tx.execute(PLACE, vec![at.into(), by.into()]).await?;
+        let row = tx.fetch_optional(HOLD, Vec::new()).await?;
+        let hold = match row {
+            Some(row) => Hold { placed_at: row.get(0)?, placed_by: row.get(1)? },
+            None => return Err(StoreError::Corrupt("the restore hold vanished while it was placed".into())),
+        };
+        tx.commit().await?;
+        Ok(hold)
+    }
+
+    /// Removes the hold's flag. Returns whether one was placed.
+    pub async fn release_hold(&self) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let removed = tx.execute(RELEASE, Vec::new()).await?;
+        tx.commit().await?;
+        Ok(removed > 0)
+    }
+}

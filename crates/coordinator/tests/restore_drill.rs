@@ -1,0 +1,216 @@
+//! The restore drill (SPEC §3, recovery after restore), on PostgreSQL:
+//!
+//! 1. `serve` runs three runs of reviewed-notice up to the review; one of them
+//!    (C) is decided and its notice's answer is lost, so it waits in
+//!    `attention` with the effect unknown. A backup is taken (`pg_dump`).
+//! 2. The original goes on: C is reconciled, A and B are decided, every notice
+//!    is accepted by the product. The original stops.
+//! 3. The backup is restored into a new database (`pg_restore`) and started with
+//!    `--recovery-only`: it admits nothing; the operator places the restore
+//!    hold (every unfinished run to `attention`, reason `restore-hold`), inspects,
+//!    and reconciles C (a receipt lookup only reads).
+//! 4. A normal start while the hold is placed dispatches nothing and admits nothing.
+//! 5. The release resumes A and B (their notices go out again with their
+//!    original keys: the product deduplicates) and C (settled by its receipt:
+//!    never resent).
+//!
+//! Before the release, no command reached any product (the simulators' request
+//! counts do not move); after it, every notice key has exactly one effect.
+
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/deploy.rs"]
+mod deploy;
+#[path = "support/pg.rs"]
+mod pg;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use coordinator::deployment::RuntimeConfig;
+use coordinator::serve::{self, Mode, Service};
+use coordinator_sim::EffectCount;
+use coordinator_sim::casework::CaseworkConfig;
+use coordinator_sim::{SimConfig, Simulators};
+use deploy::{DeploymentSpec, eager_reviewed_notice, sim_server};
+use serde_json::{Value, json};
+use support::{get, on_runtime, post, sample_input};
+
+async fn start(runtime: &Path, mode: Mode) -> Service {
+    let deployment = RuntimeConfig::read(runtime).and_then(RuntimeConfig::resolve);
+    let deployment = deployment.unwrap_or_else(|e| panic!("{e}"));
+    serve::start_with(deployment, mode).await.unwrap_or_else(|e| panic!("serve: {e}"))
+}
+
+/// Waits until `done` holds for the run's JSON (a failure guard, not a speed claim).
+async fn wait_for(url: &str, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..400 {
+        let (_, view) = get(&format!("{url}/v1/runs/{run}/inspection")).await;
+        if done(&view) {
+            return view;
+        }
+        last = view;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("run {run} never got {what}: {last}");
+}
+
+/// (operation, key) → (requests, effects) of the products a run touches.
+fn counts(sims: &Simulators) -> Vec<(String, Option<String>, u64, u64)> {
+    let all: Vec<EffectCount> = [sims.breg.effects(), sims.casework.effects(), sims.messaging.effects()].concat();
+    let mut rows: Vec<_> = all.into_iter().map(|e| (e.operation, e.idempotency_key, e.requests, e.effects)).collect();
+    rows.sort();
+    rows
+}
+
+fn pg_tool(tool: &str, args: &[&str]) {
+    let out = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("{tool}: {e}"));
+    assert!(out.status.success(), "{tool}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn database_name(url: &str) -> &str {
+    url.rsplit('/').next().unwrap_or_default()
+}
+
+#[test]
+fn a_restored_database_resends_nothing_before_the_hold_is_released() {
+    on_runtime(async {
+        let original_db = pg::database().await;
+        let restored_db = pg::database().await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        // Reviews are decided by the test, never by themselves.
+        let casework = CaseworkConfig { auto_decide_after: None, ..CaseworkConfig::default() };
+        let sims = sim_server(SimConfig { casework, ..SimConfig::default() }).await;
+        let project = eager_reviewed_notice(dir.path());
+        let runtime_of = |place: &str, db: &str| {
+            let place = dir.path().join(place);
+            std::fs::create_dir_all(&place).unwrap_or_else(|e| panic!("{e}"));
+            let mut spec = DeploymentSpec::new(db, &sims.base);
+            spec.project = project.clone();
+            spec.write(&place)
+        };
+        let original_runtime = runtime_of("original", &original_db.url);
+        let restored_runtime = runtime_of("restored", &restored_db.url);
+        let config = RuntimeConfig::read(&original_runtime).unwrap_or_else(|e| panic!("{e}"));
+        serve::migrate(&config).await.unwrap_or_else(|e| panic!("{e}"));
+
+        // 1. Three runs up to the review; C's notice answer is lost.
+        let original = start(&original_runtime, Mode::Normal).await;
+        let url = original.url();
+        let mut runs = Vec::new();
+        for key in ["a", "b", "c"] {
+            let body = json!({"workflow": "reviewed-notice", "revision": original.revision, "idempotencyKey": key, "input": sample_input()});
+            let (status, admitted) = post(&format!("{url}/v1/runs"), &body).await;
+            assert_eq!(status, 201, "{admitted}");
+            runs.push(admitted["runId"].as_str().unwrap_or_default().to_owned());
+        }
+        for run in &runs {
+            wait_for(&url, run, "the review wait", |v| v["currentStep"] == "await-review").await;
+        }
+        let fault = json!({"operation": "submit-message/v1", "fault": "drop-response-after-effect", "count": 1});
+        let (status, _) = post(&format!("{}/sim/messaging/v1/faults", sims.base), &fault).await;
+        assert_eq!(status, 200);
+        sims.sims.casework.decide("review-1", None).unwrap_or_else(|e| panic!("{e:?}"));
+        let mut c = None;
+        for _ in 0..400 {
+            for run in &runs {
+                let (_, view) = get(&format!("{url}/v1/runs/{run}")).await;
+                if view["state"] == "attention" {
+                    c = Some(run.clone());
+                }
+            }
+            if c.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let c = c.unwrap_or_else(|| panic!("no run reached attention"));
+        let others: Vec<String> = runs.iter().filter(|r| **r != c).cloned().collect();
+        let dump = dir.path().join("backup.dump");
+        let dump_arg = dump.display().to_string();
+        pg_tool(
+            "pg_dump",
+            &["-Fc", "-h", "127.0.0.1", "-U", "postgres", "-f", &dump_arg, database_name(&original_db.url)],
+        );
+
+        // 2. The original goes on to the end.
+        let (status, answer) = post(&format!("{url}/v1/runs/{c}/steps/send-notice/reconcile"), &json!({})).await;
+        assert_eq!(status, 202, "{answer}");
+        for reference in ["review-2", "review-3"] {
+            sims.sims.casework.decide(reference, None).unwrap_or_else(|e| panic!("{e:?}"));
+        }
+        for run in &runs {
+            wait_for(&url, run, "the end", |v| v["state"] == "finished").await;
+        }
+        drop(original);
+        let after_original = counts(&sims.sims);
+
+        // 3. The backup, restored, in recovery-only mode.
+        pg_tool("pg_restore", &["-h", "127.0.0.1", "-U", "postgres", "-d", database_name(&restored_db.url), &dump_arg]);
+        let recovery = start(&restored_runtime, Mode::RecoveryOnly).await;
+        let url = recovery.url();
+        let body = json!({"workflow": "reviewed-notice", "revision": recovery.revision, "idempotencyKey": "new", "input": sample_input()});
+        let (status, refused) = post(&format!("{url}/v1/runs"), &body).await;
+        assert_eq!((status, refused["code"].as_str()), (503, Some("service.recovery-only")), "{refused}");
+        let keyed = |rows: Vec<(String, Option<String>, u64, u64)>| {
+            rows.into_iter().filter(|r| r.1.is_some()).collect::<Vec<_>>()
+        };
+        // Recovery-only alone, before any hold, dispatches nothing (A and B's reviews are decided: a normal
+        // worker would observe them and send their notices within a second or two).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(keyed(counts(&sims.sims)), keyed(after_original.clone()), "recovery-only dispatched a command");
+        let (status, hold) = post(&format!("{url}/v1/restore-hold"), &json!({})).await;
+        assert_eq!((status, hold["placed"].as_bool(), hold["heldRuns"].as_u64()), (200, Some(true), Some(3)), "{hold}");
+        for run in &runs {
+            let (_, view) = get(&format!("{url}/v1/runs/{run}/inspection")).await;
+            assert_eq!(view["attention"]["reason"], "restore-hold", "{view}");
+        }
+        // Review: C's notice is unknown; its receipt settles it (a read).
+        let (status, answer) = post(&format!("{url}/v1/runs/{c}/steps/send-notice/reconcile"), &json!({})).await;
+        assert_eq!(status, 202, "{answer}");
+        let settled = |v: &Value| {
+            v["steps"].as_array().is_some_and(|steps| {
+                steps.iter().any(|s| s["step"] == "send-notice" && s["call"]["effect"] == "accepted")
+            })
+        };
+        wait_for(&url, &c, "its notice settled by the receipt", settled).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (status, retry) =
+            post(&format!("{url}/v1/runs/{}/steps/send-notice/retry-same", others[0]), &json!({})).await;
+        assert_eq!(status, 409, "{retry}");
+        drop(recovery);
+
+        // 4. A normal start while the hold is placed: nothing dispatched, nothing admitted.
+        let normal = start(&restored_runtime, Mode::Normal).await;
+        let url = normal.url();
+        let (status, refused) = post(&format!("{url}/v1/runs"), &body).await;
+        assert_eq!((status, refused["code"].as_str()), (409, Some("restore-hold.placed")), "{refused}");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(keyed(counts(&sims.sims)), keyed(after_original), "a command reached a product before the release");
+        let (status, hold) = get(&format!("{url}/v1/restore-hold")).await;
+        assert_eq!((status, hold["placed"].as_bool()), (200, Some(true)), "{hold}");
+
+        // 5. Release: A and B resend their notices with the original keys; C goes on without resending.
+        let response = support::authorized_client(Duration::from_secs(30))
+            .delete(format!("{url}/v1/restore-hold"))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(response.status().as_u16(), 200);
+        for run in &runs {
+            let view = wait_for(&url, run, "the end after release", |v| v["state"] == "finished").await;
+            assert_eq!(view["outcome"], "notice-sent", "{view}");
+        }
+        let notices: Vec<_> = counts(&sims.sims).into_iter().filter(|r| r.0 == "submit-message/v1").collect();
+        assert_eq!(notices.len(), 3, "{notices:?}");
+        assert!(notices.iter().all(|r| r.3 == 1), "one effect per key: {notices:?}");
+        let c_key = format!("{c}:send-notice");
+        let c_requests = notices.iter().find(|r| r.1.as_deref() == Some(c_key.as_str())).map(|r| r.2);
+        assert_eq!(c_requests, Some(1), "C's notice was never resent: {notices:?}");
+        let reviews: Vec<_> = counts(&sims.sims).into_iter().filter(|r| r.0 == "submit-review-request/v1").collect();
+        assert!(reviews.iter().all(|r| (r.2, r.3) == (1, 1)), "review requests were never resent: {reviews:?}");
+    });
+}

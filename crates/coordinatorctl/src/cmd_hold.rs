@@ -1,0 +1,62 @@
+//! `coordinatorctl restore-hold [show|place|release]`: the deployment's
+//! restore hold (`GET|POST|DELETE /v1/restore-hold`). While it is placed no
+//! run dispatches a command; placing and releasing are idempotent. The
+//! service requires `operate` for every workflow.
+
+use clap::ValueEnum;
+use coordinator_core::machine::time::Instant;
+use serde_json::Value;
+
+use crate::Exit;
+use crate::client::{Body, Client, ServiceArgs};
+use crate::operate;
+
+/// What to do with the hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HoldAction {
+    /// Show whether it is placed and how many runs it holds.
+    Show,
+    /// Place it (after restoring the database, before any run goes on).
+    Place,
+    /// Release it (once every unknown effect has been looked at).
+    Release,
+}
+
+/// Runs `restore-hold`.
+pub fn run(args: &ServiceArgs, action: HoldAction) -> Exit {
+    let path = ["v1", "restore-hold"];
+    let result = Client::connect(args).and_then(|client| match action {
+        HoldAction::Show => client.get(&path, &[]),
+        HoldAction::Place => client.post(&path, &[], Body::Empty),
+        HoldAction::Release => client.delete(&path),
+    });
+    operate::report(args, "restore-hold", result, human)
+}
+
+fn human(hold: &Value) -> String {
+    let held = hold["heldRuns"].as_u64().unwrap_or(0);
+    if hold["placed"] != true {
+        return format!("restore hold: not placed ({held} run(s) held)\n");
+    }
+    let at = match &hold["placedAt"] {
+        Value::Number(n) => n.as_i64().map_or_else(|| n.to_string(), |ms| Instant(ms).to_rfc3339()),
+        Value::String(s) => s.clone(),
+        _ => "-".into(),
+    };
+    let by = hold["placedBy"].as_str().unwrap_or("-");
+    format!("restore hold: placed at {at} by {by}; {held} run(s) held\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_hold_is_described() {
+        let placed = json!({"placed": true, "placedAt": 0, "placedBy": "ops", "heldRuns": 2});
+        assert_eq!(human(&placed), "restore hold: placed at 1970-01-01T00:00:00Z by ops; 2 run(s) held\n");
+        let released = json!({"placed": false, "placedAt": null, "placedBy": null, "heldRuns": 0});
+        assert_eq!(human(&released), "restore hold: not placed (0 run(s) held)\n");
+    }
+}
