@@ -5,6 +5,7 @@
 //! file system or clock. Whatever it needs from outside (project files, the
 //! time, ids) is handed to it.
 
+pub mod audit;
 pub mod check;
 pub mod decode;
 pub mod definition;

@@ -314,6 +314,28 @@ fn a_restore_hold_dispatches_nothing_until_release() {
 }
 
 #[test]
+fn a_released_wait_observes_as_soon_as_the_floor_allows() {
+    // The review's completion is observed every 900 s; the hold lasts 100 s. A
+    // completion notified meanwhile went to another timeline (a backup's), so the
+    // release must not wait out the interval: it observes at once (floor: 30 s).
+    let mut h = Harness::admitted();
+    h.reach_the_wait();
+    h.at(10);
+    h.applied(Event::RestoreHoldPlaced);
+    h.at(110);
+    h.applied(Event::RestoreHoldReleased);
+    let observation = Timer::Observation { step: "await-review".into() };
+    assert_eq!(h.run.timers.get(&observation), Some(&h.run.admitted_at.plus_seconds(110)));
+    // Released before the floor has passed since the wait began: the floor is kept.
+    let mut h = Harness::admitted();
+    h.reach_the_wait();
+    h.applied(Event::RestoreHoldPlaced);
+    h.at(5);
+    h.applied(Event::RestoreHoldReleased);
+    assert_eq!(h.run.timers.get(&observation), Some(&h.run.admitted_at.plus_seconds(30)));
+}
+
+#[test]
 fn all_eight_states_are_reached() {
     use std::collections::BTreeSet;
     let mut seen = BTreeSet::new();

@@ -250,6 +250,13 @@ impl Tokens {
         Ok(grant.client.clone())
     }
 
+    /// The tokens issued and not yet expired, for tests that search stores and
+    /// logs for them (a coordinator must never keep one).
+    pub fn live_tokens(&self) -> Vec<String> {
+        let now = Instant::now();
+        self.lock().grants.iter().filter(|(_, g)| g.expires_at > now).map(|(t, _)| t.clone()).collect()
+    }
+
     /// How many tokens were issued so far (each attempt should fetch a fresh one).
     pub fn issued(&self) -> u64 {
         self.lock().issued

@@ -37,6 +37,11 @@ pub(crate) enum Dialect {
     Pg,
 }
 
+/// Connections per process to PostgreSQL: enough for a round of concurrent
+/// timer fires and product reports to commit together (group commit), few
+/// enough for several processes to share the server's default 100.
+const PG_MAX_CONNECTIONS: u32 = 24;
+
 impl Pool {
     /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`.
     pub(crate) async fn connect(url: &str) -> Result<Pool, StoreError> {
@@ -49,7 +54,7 @@ impl Pool {
             let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db)?;
             Ok(Pool::Sqlite(pool))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            let pool = PgPoolOptions::new().max_connections(10).connect(url).await.map_err(db)?;
+            let pool = PgPoolOptions::new().max_connections(PG_MAX_CONNECTIONS).connect(url).await.map_err(db)?;
             Ok(Pool::Pg(pool))
         } else {
             Err(StoreError::UnsupportedUrl(url.split(':').next().unwrap_or_default().to_owned()))

@@ -2,8 +2,11 @@
 //! placed, when and by whom. Placing it on each run is the machine's work
 //! (`RestoreHoldPlaced` through the engine); this module only keeps the
 //! deployment's flag, so that admissions can be refused and a later start can
-//! finish holding runs a crash left unheld.
+//! finish holding runs a crash left unheld. Placing and releasing the flag
+//! are journaled (kind `hold`, no run, the operator as actor) in the same
+//! transaction, when they change it.
 
+use crate::audit::{self, Line};
 use crate::{Store, StoreError};
 
 const HOLD: &str = "SELECT placed_at, placed_by FROM restore_hold WHERE singleton = 1";
@@ -33,20 +36,28 @@ impl Store {
     /// Places the hold; a hold already placed is kept as it is. Returns the hold in force.
     pub async fn place_hold(&self, at: i64, by: &str) -> Result<Hold, StoreError> {
         let mut tx = self.pool.begin().await?;
-        tx.execute(PLACE, vec![at.into(), by.into()]).await?;
+        let placed = tx.execute(PLACE, vec![at.into(), by.into()]).await? > 0;
         let row = tx.fetch_optional(HOLD, Vec::new()).await?;
         let hold = match row {
             Some(row) => Hold { placed_at: row.get(0)?, placed_by: row.get(1)? },
             None => return Err(StoreError::Corrupt("the restore hold vanished while it was placed".into())),
         };
+        if placed {
+            let line = Line { kind: "hold", step: None, detail: "restore hold placed for the deployment".into() };
+            audit::append(&mut tx, None, at, Some(by), &[line]).await?;
+        }
         tx.commit().await?;
         Ok(hold)
     }
 
-    /// Removes the hold's flag. Returns whether one was placed.
-    pub async fn release_hold(&self) -> Result<bool, StoreError> {
+    /// Removes the hold's flag (at `at`, by `by`). Returns whether one was placed.
+    pub async fn release_hold(&self, at: i64, by: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let removed = tx.execute(RELEASE, Vec::new()).await?;
+        if removed > 0 {
+            let line = Line { kind: "hold", step: None, detail: "restore hold released for the deployment".into() };
+            audit::append(&mut tx, None, at, Some(by), &[line]).await?;
+        }
         tx.commit().await?;
         Ok(removed > 0)
     }

@@ -13,11 +13,13 @@
 //! and a decision arrives as a closure that runs inside the run's transaction
 //! (lock, decide, persist, commit — SPEC §5). Snapshots are opaque bytes.
 //!
-//! Modules: `db` (dialect adapter), `persist` (action → SQL), `runs`
+//! Modules: `db` (dialect adapter), `persist` (action → SQL), `audit` (the
+//! hash-chained journal: append before commit, read, chain old rows), `runs`
 //! (admission, apply, reads), `events` (trigger events admitted, by id), `claims` (leases on outbox and timer rows),
 //! `waits` (the completion-reference index), `wakeups` (cross-process
 //! notification of new work), `types` (interface values).
 
+mod audit;
 mod claims;
 mod db;
 mod events;
@@ -34,6 +36,7 @@ use std::borrow::Cow;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
+pub use audit::AuditPage;
 pub use claims::WorkScope;
 pub use hold::Hold;
 pub use types::{
@@ -49,12 +52,16 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (2, "claims and waits", include_str!("../migrations/sqlite/0002_claims_and_waits.sql")),
     (3, "trigger events", include_str!("../migrations/sqlite/0003_trigger_events.sql")),
     (4, "restore hold", include_str!("../migrations/sqlite/0004_restore_hold.sql")),
+    (5, "audit chain", include_str!("../migrations/sqlite/0005_audit_chain.sql")),
+    (6, "claim order indexes", include_str!("../migrations/sqlite/0006_claim_order_indexes.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
     (2, "claims and waits", include_str!("../migrations/pg/0002_claims_and_waits.sql")),
     (3, "trigger events", include_str!("../migrations/pg/0003_trigger_events.sql")),
     (4, "restore hold", include_str!("../migrations/pg/0004_restore_hold.sql")),
+    (5, "audit chain", include_str!("../migrations/pg/0005_audit_chain.sql")),
+    (6, "claim order indexes", include_str!("../migrations/pg/0006_claim_order_indexes.sql")),
 ];
 
 /// What can go wrong in the store.
@@ -120,7 +127,9 @@ impl Store {
     }
 
     /// Brings the schema up to date, applying the migrations a database has not
-    /// had yet (an existing database is upgraded in place). Idempotent.
+    /// had yet (an existing database is upgraded in place), then chains any
+    /// audit entries written before the journal was hash-chained (0005).
+    /// Idempotent.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let (migrations, dialect) = match &self.pool {
             db::Pool::Sqlite(_) => (MIGRATIONS_SQLITE, "sqlite"),
@@ -137,7 +146,8 @@ impl Store {
             db::Pool::Sqlite(p) => migrator.run(p).await,
             db::Pool::Pg(p) => migrator.run(p).await,
         };
-        result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))
+        result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))?;
+        audit::chain_unchained(self).await
     }
 
     /// Closes every connection (waits for those in use to be returned).

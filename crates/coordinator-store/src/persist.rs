@@ -14,10 +14,15 @@
 //!
 //! A transaction that queues work or sets a timer also notifies other
 //! processes (`wakeups::notify`, once, on PostgreSQL; delivered at commit).
+//!
+//! Audit entries are not written here: [`persist`] returns them, and the
+//! caller appends them to the chain (`audit::append`) last, right before
+//! commit, so the journal's head stays locked as briefly as possible.
 
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::event::Timer;
 
+use crate::audit::Line;
 use crate::db::{Arg, Tx};
 use crate::types::WorkKind;
 use crate::{StoreError, wakeups};
@@ -40,7 +45,7 @@ pub(crate) enum Write<'a> {
     CloseWait { step: &'a str },
     /// Delete every outbox, timer and wait row of the run.
     EndWork,
-    /// Append an audit entry.
+    /// Append an audit entry (returned by [`persist`], chained by the caller).
     Journal { kind: AuditKind, step: Option<&'a str>, detail: &'a str },
 }
 
@@ -129,22 +134,33 @@ const OPEN_WAIT: &str = "INSERT INTO waits (run_id, step, reference) VALUES ($1,
      ON CONFLICT (run_id, step) DO UPDATE SET reference = excluded.reference";
 const CLOSE_WAIT: &str = "DELETE FROM waits WHERE run_id = $1 AND step = $2";
 const END_WAITS: &str = "DELETE FROM waits WHERE run_id = $1";
-const JOURNAL: &str = "INSERT INTO audit (run_id, at, kind, step, detail) VALUES ($1, $2, $3, $4, $5)";
 
 /// Persists every action of a decision, in order, inside `tx`; notifies other
-/// processes once if any of them queued work or set a timer.
-pub(crate) async fn persist(tx: &mut Tx, run_id: &str, at: i64, actions: &[Action]) -> Result<(), StoreError> {
+/// processes once if any of them queued work or set a timer. Returns the
+/// decision's audit entries, in order, for the caller to chain before commit.
+pub(crate) async fn persist<'a>(
+    tx: &mut Tx,
+    run_id: &str,
+    at: i64,
+    actions: &'a [Action],
+) -> Result<Vec<Line<'a>>, StoreError> {
     let mut wakes = false;
+    let mut journal = Vec::new();
     for action in actions {
         for write in writes(action) {
             wakes |= matches!(write, Write::QueueWork { .. } | Write::SetTimer { .. });
-            execute(tx, run_id, at, write).await?;
+            match write {
+                Write::Journal { kind, step, detail } => {
+                    journal.push(Line { kind: audit_kind(kind), step, detail: detail.into() });
+                }
+                other => execute(tx, run_id, at, other).await?,
+            }
         }
     }
     if wakes {
         wakeups::notify(tx).await?;
     }
-    Ok(())
+    Ok(journal)
 }
 
 async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result<(), StoreError> {
@@ -178,9 +194,8 @@ async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result
             tx.execute(END_TIMERS, vec![run.clone()]).await?;
             tx.execute(END_WAITS, vec![run]).await?;
         }
-        Write::Journal { kind, step, detail } => {
-            tx.execute(JOURNAL, vec![run, at.into(), audit_kind(kind).into(), step.into(), detail.into()]).await?;
-        }
+        // Returned by `persist`, never executed.
+        Write::Journal { .. } => {}
     }
     Ok(())
 }

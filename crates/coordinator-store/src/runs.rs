@@ -4,11 +4,12 @@
 //! Every change to a run goes through one transaction: lock the run row, call
 //! the caller's decide closure on the snapshot, persist the actions
 //! (`persist`), update the run row where its version is still the one decided
-//! on, commit. This module must not interpret snapshots or actions; it only
+//! on, chain the decision's audit entries (`audit::append`, last), commit. This module must not interpret snapshots or actions; it only
 //! moves them.
 
 use coordinator_core::model::run::RunState;
 
+use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Row, Tx};
 use crate::persist::persist;
 use crate::types::{Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, TriggerEvent};
@@ -23,6 +24,8 @@ const PACKAGE: &str = "SELECT revision, workflow, digest, bytes FROM packages WH
 const ACTIVATE: &str = "INSERT INTO active_revisions (workflow, revision) VALUES ($1, $2) \
      ON CONFLICT (workflow) DO UPDATE SET revision = excluded.revision";
 const ACTIVE: &str = "SELECT revision FROM active_revisions WHERE workflow = $1";
+/// The audit kind of a package activation (a deployment-level entry).
+const ACTIVATION: &str = "activation";
 
 const FIND_KEY: &str = "SELECT id, revision, input_digest FROM runs \
      WHERE owner = $1 AND workflow = $2 AND idempotency_key = $3";
@@ -69,7 +72,15 @@ impl Store {
     }
 
     /// Makes a stored revision the one new admissions of its workflow get.
-    pub async fn activate(&self, workflow: &str, revision: &str) -> Result<(), StoreError> {
+    /// A change is journaled (kind `activation`, no run) at `at`, caused by
+    /// `actor` (`None`: the coordinator itself, e.g. `serve` pinning its package).
+    pub async fn activate(
+        &self,
+        workflow: &str,
+        revision: &str,
+        at: i64,
+        actor: Option<&str>,
+    ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         match fetch_package(&mut tx, revision).await? {
             None => return Err(StoreError::NotFound { what: format!("package {revision}") }),
@@ -80,7 +91,17 @@ impl Store {
             }
             Some(_) => {}
         }
-        tx.execute(ACTIVATE, vec![workflow.into(), revision.into()]).await?;
+        let before: Option<String> =
+            tx.fetch_optional(ACTIVE, vec![workflow.into()]).await?.map(|r| r.get(0)).transpose()?;
+        if before.as_deref() != Some(revision) {
+            tx.execute(ACTIVATE, vec![workflow.into(), revision.into()]).await?;
+            let detail = match before {
+                Some(old) => format!("workflow {workflow}: revision {revision} activated (was {old})"),
+                None => format!("workflow {workflow}: revision {revision} activated"),
+            };
+            let line = Line { kind: ACTIVATION, step: None, detail: detail.into() };
+            audit::append(&mut tx, None, at, actor, &[line]).await?;
+        }
         tx.commit().await
     }
 
@@ -185,7 +206,9 @@ impl Store {
             {
                 continue;
             }
-            persist(&mut tx, &new.id, new.admitted_at, &decision.actions).await?;
+            let journal = persist(&mut tx, &new.id, new.admitted_at, &decision.actions).await?;
+            // The admitting subject caused every entry of the first transition.
+            audit::append(&mut tx, Some(&new.id), new.admitted_at, Some(&new.owner), &journal).await?;
             tx.commit().await?;
             return Ok(Admission::Created(new.id.clone()));
         }
@@ -204,7 +227,23 @@ impl Store {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.apply_in(run_id, at, None, None, decide).await
+        self.apply_in(run_id, at, None, None, None, decide).await
+    }
+
+    /// [`Store::apply`] on behalf of `actor`, the authenticated subject whose
+    /// request this is (an operator's command, a hold change): its audit
+    /// entries record the actor (those of [`Store::apply`] record none).
+    pub async fn apply_as<E>(
+        &self,
+        run_id: &str,
+        at: i64,
+        actor: &str,
+        decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
+    ) -> Result<i64, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.apply_in(run_id, at, None, None, Some(actor), decide).await
     }
 
     /// [`Store::apply`] for a caller that read the run at `version` earlier
@@ -219,7 +258,7 @@ impl Store {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.apply_in(run_id, at, Some(version), None, decide).await
+        self.apply_in(run_id, at, Some(version), None, None, decide).await
     }
 
     /// [`Store::apply`] for a worker reporting on a claim: inside the run's
@@ -240,7 +279,7 @@ impl Store {
             Claim::Work(w) => &w.run_id,
             Claim::Timer(t) => &t.run_id,
         };
-        self.apply_in(run_id, at, None, Some((claim, owner)), decide).await
+        self.apply_in(run_id, at, None, Some((claim, owner)), None, decide).await
     }
 
     async fn apply_in<E>(
@@ -249,6 +288,7 @@ impl Store {
         at: i64,
         expected: Option<i64>,
         fence: Option<(&Claim, &str)>,
+        actor: Option<&str>,
         decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
     ) -> Result<i64, StoreError>
     where
@@ -267,7 +307,7 @@ impl Store {
             claims::check_lease(&mut tx, claim, owner).await?;
         }
         let decision = decide(&snapshot).map_err(|e| StoreError::Rejected(e.into()))?;
-        persist(&mut tx, run_id, at, &decision.actions).await?;
+        let journal = persist(&mut tx, run_id, at, &decision.actions).await?;
         let expected = expected.unwrap_or(version);
         let args: Vec<Arg> = vec![
             decision.snapshot.as_slice().into(),
@@ -281,6 +321,7 @@ impl Store {
             // Dropping the transaction rolls back the actions persisted above.
             return Err(StoreError::Stale { run_id: run_id.to_owned(), expected });
         }
+        audit::append(&mut tx, Some(run_id), at, actor, &journal).await?;
         tx.commit().await?;
         Ok(expected + 1)
     }

@@ -4,11 +4,14 @@
 //! PostgreSQL database, migrated to the current schema (or, for upgrade tests,
 //! only to the first). Claim counting lives in `conformance/redispatch.rs`,
 //! the wait index and wake-ups in `conformance/waits.rs`, trigger events in
-//! `conformance/events.rs`.
+//! `conformance/events.rs`, the hash-chained audit journal in
+//! `conformance/audit.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
 
+#[path = "conformance/audit.rs"]
+mod audit_chain;
 #[path = "conformance/events.rs"]
 mod events;
 #[path = "conformance/hold.rs"]
@@ -21,6 +24,10 @@ mod waits;
 
 use std::collections::BTreeSet;
 
+use audit_chain::{
+    activations_are_journaled_when_they_change, an_upgrade_chains_the_entries_written_before,
+    audit_entries_are_chained_in_commit_order, tampering_in_the_database_is_found_at_its_position,
+};
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
 use coordinator_store::{
@@ -86,9 +93,15 @@ conformance!(Current in on_sqlite, on_postgres:
     an_event_admits_once_and_replays_its_run,
     a_refused_admission_records_no_event,
     concurrent_deliveries_of_one_event_create_one_run,
+    audit_entries_are_chained_in_commit_order,
+    activations_are_journaled_when_they_change,
+    tampering_in_the_database_is_found_at_its_position,
 );
 
-conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres: an_upgrade_counts_claims_taken_before_it);
+conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres:
+    an_upgrade_counts_claims_taken_before_it,
+    an_upgrade_chains_the_entries_written_before,
+);
 
 const LEASE_MS: i64 = 30_000;
 
@@ -131,13 +144,13 @@ async fn packages_are_stored_and_activated(store: &Store) {
     assert_eq!(ok(store.package("r1").await, "package"), Some(p1.clone()));
     assert_eq!(ok(store.package("r9").await, "package"), None);
     assert_eq!(ok(store.active("w").await, "active"), None);
-    assert!(matches!(store.activate("w", "r9").await, Err(StoreError::NotFound { .. })));
-    assert!(matches!(store.activate("other", "r1").await, Err(StoreError::Conflict { .. })));
-    ok(store.activate("w", "r1").await, "activate");
+    assert!(matches!(store.activate("w", "r9", T0, None).await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(store.activate("other", "r1", T0, None).await, Err(StoreError::Conflict { .. })));
+    ok(store.activate("w", "r1", T0, None).await, "activate");
     assert_eq!(ok(store.active("w").await, "active").as_deref(), Some("r1"));
     let p2 = Package { revision: "r2".into(), digest: "d2".into(), ..p1 };
     ok(store.put_package(&p2).await, "put r2");
-    ok(store.activate("w", "r2").await, "activate r2");
+    ok(store.activate("w", "r2", T0, None).await, "activate r2");
     assert_eq!(ok(store.active("w").await, "active").as_deref(), Some("r2"));
 }
 
@@ -307,6 +320,9 @@ async fn timers_are_claimed_and_the_deadline_ends_the_run(store: &Store) {
     let item = TimerItem { run_id: id.clone(), timer: Timer::RunDeadline, due_at: deadline };
     assert_eq!(claimed, vec![item.clone()]);
     assert_eq!(ok(store.claim_timers(deadline, "w2", LEASE_MS, 10).await, "leased"), vec![]);
+    // The attempt is leased too now: the next due instant is the first lease to run out.
+    ok(store.claim_work(deadline, "w1", LEASE_MS, 10).await, "the attempt");
+    assert_eq!(ok(store.next_due().await, "leased"), Some(deadline + LEASE_MS + 1));
     let wrong =
         store.apply_fenced(&Claim::Timer(item.clone()), "w2", deadline, |_| Err::<Decision, _>("unreached")).await;
     assert!(matches!(wrong, Err(StoreError::LeaseLost { .. })), "{wrong:?}");

@@ -10,6 +10,10 @@
 //! any run of the workflow (and reads and lists it) and activates its
 //! packages. A run the caller does not own and does not operate is not
 //! revealed at all ([`RunAccess::Hidden`]).
+//!
+//! A bearer token that is no static token and has the shape of a JWT is
+//! verified against the OIDC issuers ([`crate::oidc`]); its `sub` is the
+//! subject, holding the roles `access.grants` gives that subject.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -18,6 +22,8 @@ use coordinator_core::model::runtime::{Grant, Role};
 use coordinator_products::Secret;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::oidc::{self, Issuer, JwtRefusal};
 
 /// The subject `coordinator dev`'s operator token authenticates.
 pub const DEV_SUBJECT: &str = "dev-operator";
@@ -178,23 +184,46 @@ impl Principal {
     }
 }
 
+/// Why a bearer token does not authenticate anyone. The message may be
+/// shown to the caller: it never holds the token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unauthenticated {
+    /// Neither a static token nor (when issuers are configured) a JWT.
+    #[error("the bearer token is not valid")]
+    UnknownToken,
+    /// A JWT that is not accepted, and why.
+    #[error(transparent)]
+    Jwt(#[from] JwtRefusal),
+}
+
+/// Roles per scope of one subject.
+type Grants = BTreeSet<(Scope, Role)>;
+
 /// A known token: its digest and the subject it authenticates.
 struct Credential {
     digest: [u8; 32],
     subject: usize,
 }
 
-/// The deployment's access rules: token digests, subjects and their grants.
+/// The deployment's access rules: token digests, subjects and their
+/// grants, and the OIDC issuers whose JWTs are accepted.
 #[derive(Default)]
 pub struct Access {
     credentials: Vec<Credential>,
     principals: Vec<Arc<Principal>>,
+    /// `access.grants` by subject (what a JWT's subject holds).
+    grants: HashMap<String, Grants>,
+    issuers: Vec<Issuer>,
 }
 
 impl std::fmt::Debug for Access {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let subjects: Vec<&str> = self.principals.iter().map(|p| p.subject()).collect();
-        f.debug_struct("Access").field("tokens", &self.credentials.len()).field("subjects", &subjects).finish()
+        f.debug_struct("Access")
+            .field("tokens", &self.credentials.len())
+            .field("subjects", &subjects)
+            .field("issuers", &self.issuers)
+            .finish()
     }
 }
 
@@ -230,18 +259,36 @@ impl Access {
             }
             known.push(Credential { digest, subject });
         }
+        let mut by_subject: HashMap<String, Grants> = HashMap::new();
         for grant in grants {
-            let Some(principal) = index.get(&grant.subject).and_then(|i| principals.get_mut(*i)) else { continue };
             let scope = if grant.workflow == Grant::ANY_WORKFLOW {
                 Scope::Any
             } else {
                 Scope::Workflow(grant.workflow.clone())
             };
-            principal.grants.extend(grant.roles.iter().map(|r| (scope.clone(), *r)));
+            let held = by_subject.entry(grant.subject.clone()).or_default();
+            held.extend(grant.roles.iter().map(|r| (scope.clone(), *r)));
+        }
+        for principal in &mut principals {
+            if let Some(held) = by_subject.get(&principal.subject) {
+                principal.grants.extend(held.iter().cloned());
+            }
         }
         let principals = principals.into_iter().map(Arc::new).collect();
         let credentials = known;
-        Ok(Access { credentials, principals })
+        Ok(Access { credentials, principals, grants: by_subject, issuers: Vec::new() })
+    }
+
+    /// These rules with OIDC issuers whose JWTs authenticate their `sub`.
+    #[must_use]
+    pub fn with_issuers(mut self, issuers: Vec<Issuer>) -> Access {
+        self.issuers = issuers;
+        self
+    }
+
+    /// The OIDC issuers.
+    pub fn issuers(&self) -> &[Issuer] {
+        &self.issuers
     }
 
     /// `coordinator dev`'s rules: `token` authenticates [`DEV_SUBJECT`] with
@@ -250,12 +297,33 @@ impl Access {
         Access {
             credentials: vec![Credential { digest: digest(token), subject: 0 }],
             principals: vec![Arc::new(Principal::everywhere(DEV_SUBJECT, &ALL_ROLES))],
+            grants: HashMap::new(),
+            issuers: Vec::new(),
         }
     }
 
-    /// Whether no token is configured (every protected call is refused).
+    /// Whether no token and no issuer is configured (every protected call is refused).
     pub fn is_empty(&self) -> bool {
-        self.credentials.is_empty()
+        self.credentials.is_empty() && self.issuers.is_empty()
+    }
+
+    /// The principal a presented bearer token authenticates: a static token
+    /// ([`Access::authenticate`]), else a JWT of an OIDC issuer, whose `sub`
+    /// holds the roles `access.grants` gives it (a token entry's `roles`
+    /// belong to that token, not to the subject).
+    ///
+    /// # Errors
+    /// [`Unauthenticated`] saying why (never holding the token).
+    pub async fn authenticate_bearer(&self, token: &str) -> Result<Arc<Principal>, Unauthenticated> {
+        if let Some(principal) = self.authenticate(token) {
+            return Ok(principal);
+        }
+        if self.issuers.is_empty() || !oidc::is_jwt(token) {
+            return Err(Unauthenticated::UnknownToken);
+        }
+        let subject = oidc::verify(&self.issuers, token).await?;
+        let grants = self.grants.get(&subject).cloned().unwrap_or_default();
+        Ok(Arc::new(Principal { subject, grants }))
     }
 
     /// The principal a presented bearer token authenticates, if any. Every

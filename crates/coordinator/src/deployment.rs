@@ -24,6 +24,7 @@ use coordinator_seal::Keyring;
 use coordinator_store::Package;
 
 use crate::access::{Access, StaticCredential};
+use crate::oidc::{Issuer, JwksError};
 
 /// The observation floor when `runtime.yaml` sets none (SPEC §3).
 pub const DEFAULT_OBSERVE_FLOOR_SECONDS: u64 = 30;
@@ -68,6 +69,16 @@ pub enum DeploymentError {
     /// A value is valid YAML but cannot be used as given.
     #[error("{0}")]
     Invalid(String),
+    /// An OIDC issuer's JWKS cannot be read, fetched or used.
+    #[error("access.oidc issuer `{issuer}`: the JWKS {jwks} {problem}")]
+    Jwks {
+        /// The issuer.
+        issuer: String,
+        /// The JWKS reference (`file:PATH` or the URL).
+        jwks: String,
+        /// What is wrong.
+        problem: JwksError,
+    },
 }
 
 impl DeploymentError {
@@ -75,6 +86,7 @@ impl DeploymentError {
     /// rather than a configuration that is wrong (exit code 1).
     pub fn is_unavailable(&self) -> bool {
         matches!(self, DeploymentError::Unreadable { .. } | DeploymentError::Secret { .. })
+            || matches!(self, DeploymentError::Jwks { problem, .. } if problem.is_unavailable())
             || matches!(self, DeploymentError::Package { reason, .. } if reason.starts_with("cannot read"))
     }
 }
@@ -235,16 +247,16 @@ impl RuntimeConfig {
     }
 
     /// `access`: each static token resolved and kept as a digest, with the
-    /// grants. OIDC issuers are refused: this version cannot verify their
-    /// tokens, and configured access is never ignored.
+    /// grants, and the OIDC issuers (a `file:` JWKS read now; a URL is
+    /// fetched by [`fetch_jwks`] when the service starts).
     fn access(&self) -> Result<Access, DeploymentError> {
         let access = &self.runtime.access;
-        if let Some(issuer) = access.oidc.first() {
-            return Err(DeploymentError::Invalid(format!(
-                "access.oidc: OIDC-issued tokens (issuer `{}`) are not supported by this version of the service \
-                 yet; remove the `oidc` entries and authenticate callers with `access.tokens`",
-                issuer.issuer
-            )));
+        let mut issuers = Vec::new();
+        for entry in &access.oidc {
+            let issuer = Issuer::new(&entry.issuer, &entry.audience, &entry.jwks, &self.base()).map_err(|problem| {
+                DeploymentError::Jwks { issuer: entry.issuer.clone(), jwks: entry.jwks.clone(), problem }
+            })?;
+            issuers.push(issuer);
         }
         let mut credentials = Vec::new();
         for (i, entry) in access.tokens.iter().enumerate() {
@@ -252,7 +264,9 @@ impl RuntimeConfig {
                 self.secret(&entry.token, &format!("access.tokens[{i}].token (subject `{}`)", entry.subject))?;
             credentials.push(StaticCredential { subject: entry.subject.clone(), token, roles: entry.roles.clone() });
         }
-        Access::new(credentials, &access.grants).map_err(|e| DeploymentError::Invalid(e.to_string()))
+        Access::new(credentials, &access.grants)
+            .map(|a| a.with_issuers(issuers))
+            .map_err(|e| DeploymentError::Invalid(e.to_string()))
     }
 
     /// The pinned package, checked against its digest.
@@ -326,6 +340,23 @@ impl RuntimeConfig {
         }
         Ok(out)
     }
+}
+
+/// Fetches the JWKS of every OIDC issuer configured by URL: the service does
+/// not start without its issuers' keys.
+///
+/// # Errors
+/// [`DeploymentError::Jwks`] naming the issuer and the URL (exit code 3 when
+/// it cannot be fetched).
+pub async fn fetch_jwks(access: &Access) -> Result<(), DeploymentError> {
+    for issuer in access.issuers() {
+        issuer.fetch_at_start().await.map_err(|problem| DeploymentError::Jwks {
+            issuer: issuer.issuer().to_owned(),
+            jwks: issuer.jwks().to_owned(),
+            problem,
+        })?;
+    }
+    Ok(())
 }
 
 /// Every connection the package's operations use is configured, for the same product.

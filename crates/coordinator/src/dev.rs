@@ -141,7 +141,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         bytes: built.bytes,
     };
     store.put_package(&stored).await.map_err(EngineError::Store)?;
-    store.activate(&workflow, &checked.revision).await.map_err(EngineError::Store)?;
+    store.activate(&workflow, &checked.revision, crate::engine::now_ms(), None).await.map_err(EngineError::Store)?;
 
     let listener = TcpListener::bind(options.listen).await.map_err(io)?;
     let addr = listener.local_addr().map_err(io)?;

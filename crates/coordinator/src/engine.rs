@@ -326,8 +326,23 @@ impl Engine {
     /// [`EngineError::Ignored`] / [`EngineError::Refused`] when the machine does
     /// not apply the event (nothing is written), or a store/seal failure.
     pub async fn handle(&self, run_id: &str, event: &Event, now: i64) -> Result<(), EngineError> {
+        self.handle_by(run_id, event, now, None).await
+    }
+
+    /// [`Engine::handle`] on behalf of `actor`, the authenticated subject
+    /// whose request the event is (an operator's command, a hold change): the
+    /// audit entries of its transition record the actor. The machine's events
+    /// do not carry it: who asked is the journal's business, not the decision's.
+    ///
+    /// # Errors
+    /// As [`Engine::handle`].
+    pub async fn handle_as(&self, run_id: &str, event: &Event, now: i64, actor: &str) -> Result<(), EngineError> {
+        self.handle_by(run_id, event, now, Some(actor)).await
+    }
+
+    async fn handle_by(&self, run_id: &str, event: &Event, now: i64, actor: Option<&str>) -> Result<(), EngineError> {
         let wf = self.workflow_of(run_id).await?;
-        self.apply_recorded(None, run_id, event, now, &wf).await?;
+        self.apply_recorded(None, run_id, event, now, &wf, actor).await?;
         self.wake.notify_one();
         Ok(())
     }
@@ -345,11 +360,12 @@ impl Engine {
         event: &Event,
         wf: &Workflow,
     ) -> Result<(), EngineError> {
-        self.apply_recorded(Some(claim), run_id, event, now_ms(), wf).await
+        self.apply_recorded(Some(claim), run_id, event, now_ms(), wf, None).await
     }
 
-    /// One event through the store's transaction (fenced by `claim` when given),
-    /// with the metrics recorded after it committed or was not applied.
+    /// One event through the store's transaction (fenced by `claim` when given,
+    /// journaled as `actor`'s when given), with the metrics recorded after it
+    /// committed or was not applied.
     async fn apply_recorded(
         &self,
         claim: Option<&Claim>,
@@ -357,6 +373,7 @@ impl Engine {
         event: &Event,
         now: i64,
         wf: &Workflow,
+        actor: Option<&str>,
     ) -> Result<(), EngineError> {
         let started = std::time::Instant::now();
         let mut committed = None;
@@ -365,9 +382,10 @@ impl Engine {
             committed = Some(Committed::of(&decision.actions));
             Ok::<_, EngineError>(decision)
         };
-        let applied = match claim {
-            None => self.store.apply(run_id, now, decide).await,
-            Some(claim) => self.store.apply_fenced(claim, &self.owner, now, decide).await,
+        let applied = match (claim, actor) {
+            (None, None) => self.store.apply(run_id, now, decide).await,
+            (None, Some(actor)) => self.store.apply_as(run_id, now, actor, decide).await,
+            (Some(claim), _) => self.store.apply_fenced(claim, &self.owner, now, decide).await,
         };
         let result = applied.map(|_| ()).map_err(EngineError::from_store);
         let decided = match &result {
@@ -467,11 +485,17 @@ impl Engine {
     /// the pinned digest, reads and compiles the definition, checks that every
     /// operation's connection is configured, stores the package and makes its
     /// revision the one new admissions get. Admitted runs keep their revision.
-    /// Activating the active revision again changes nothing.
+    /// Activating the active revision again changes nothing. A change is
+    /// journaled as `actor`'s (deployment-level entry `activation`).
     ///
     /// # Errors
     /// [`ActivationError`].
-    pub async fn activate(&self, bytes: &[u8], digest: &str) -> Result<Activation, ActivationError> {
+    pub async fn activate(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+        actor: Option<&str>,
+    ) -> Result<Activation, ActivationError> {
         let package = package::read(bytes, Some(digest)).map_err(|e| match e {
             PackageError::Digest { expected, actual } => ActivationError::DigestMismatch { expected, actual },
             // Parser messages can quote the body: say what is expected instead.
@@ -505,7 +529,7 @@ impl Engine {
             other => ActivationError::Engine(other.into()),
         })?;
         let previous_revision = self.store.active(&workflow).await.map_err(EngineError::from)?;
-        self.store.activate(&workflow, &revision).await.map_err(EngineError::from)?;
+        self.store.activate(&workflow, &revision, now_ms(), actor).await.map_err(EngineError::from)?;
         self.workflows
             .write()
             .unwrap_or_else(PoisonError::into_inner)

@@ -9,7 +9,10 @@
 //! idempotent and can be repeated after a crash half-way; `serve` finishes a
 //! placement at start while the flag is placed, so no run escapes it.
 //!
-//! This module decides nothing itself: the machine does, run by run.
+//! This module decides nothing itself: the machine does, run by run. The
+//! operator who places or releases the hold is the actor of every audit
+//! entry it causes (the deployment's and each run's); a start that finishes
+//! a placement acts as the coordinator (no actor).
 
 use coordinator_core::machine::event::Event;
 use coordinator_store::{Cursor, RunFilter};
@@ -61,12 +64,12 @@ impl Engine {
     pub async fn place_restore_hold(&self, by: &str) -> Result<HoldStatus, EngineError> {
         self.store.place_hold(now_ms(), by).await?;
         eprintln!("coordinator: restore hold placed by {by}");
-        self.hold_unfinished_runs().await?;
+        self.hold_unfinished_runs(Some(by)).await?;
         self.restore_hold().await
     }
 
-    /// Puts every unfinished run that is not held yet under the hold.
-    pub(crate) async fn hold_unfinished_runs(&self) -> Result<(), EngineError> {
+    /// Puts every unfinished run that is not held yet under the hold (as `by`, when an operator asked).
+    pub(crate) async fn hold_unfinished_runs(&self, by: Option<&str>) -> Result<(), EngineError> {
         let mut todo = Vec::new();
         self.each_run(|row| {
             if !row.held && !row.state.is_terminal() {
@@ -76,7 +79,7 @@ impl Engine {
         })
         .await?;
         for id in todo {
-            self.apply_hold_event(&id, &Event::RestoreHoldPlaced).await?;
+            self.apply_hold_event(&id, &Event::RestoreHoldPlaced, by).await?;
         }
         Ok(())
     }
@@ -95,17 +98,21 @@ impl Engine {
         })
         .await?;
         for id in todo {
-            self.apply_hold_event(&id, &Event::RestoreHoldReleased).await?;
+            self.apply_hold_event(&id, &Event::RestoreHoldReleased, Some(by)).await?;
         }
-        self.store.release_hold().await?;
+        self.store.release_hold(now_ms(), by).await?;
         eprintln!("coordinator: restore hold released by {by}");
         self.wake.notify_one();
         self.restore_hold().await
     }
 
     /// Applies a hold event; a run that changed meanwhile (ended, already held) is fine.
-    async fn apply_hold_event(&self, run_id: &str, event: &Event) -> Result<(), EngineError> {
-        match self.handle(run_id, event, now_ms()).await {
+    async fn apply_hold_event(&self, run_id: &str, event: &Event, by: Option<&str>) -> Result<(), EngineError> {
+        let handled = match by {
+            Some(by) => self.handle_as(run_id, event, now_ms(), by).await,
+            None => self.handle(run_id, event, now_ms()).await,
+        };
+        match handled {
             Ok(()) | Err(EngineError::Ignored(_)) => Ok(()),
             Err(e) => Err(e),
         }

@@ -5,7 +5,8 @@
 //! Modules: `engine` (admission, events under the run lock, sealed snapshots,
 //! the workflow cache), `worker` (claims, product requests, fenced reports),
 //! `api` (axum router, one module per concern), `access` (subjects, bearer
-//! token digests, role grants and the checks on them), `inspection` (the operator's
+//! token digests, role grants and the checks on them), `oidc` (JWTs of OIDC
+//! issuers verified against their JWKS), `inspection` (the operator's
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
 //! `completions` (completion notifications), `events` (admission from signed
@@ -24,6 +25,7 @@ pub mod events;
 pub mod hold;
 pub mod inspection;
 pub mod metrics;
+pub mod oidc;
 pub mod run_id;
 pub mod serve;
 pub mod signature;

@@ -140,7 +140,7 @@ async fn run_serve(runtime: &std::path::Path, mode: serve::Mode) -> ExitCode {
     }
     if unprotected {
         println!(
-            "  warning: runtime.yaml's `access` has no tokens: every call but /healthz, /v1/openapi.json and \
+            "  warning: runtime.yaml's `access` has no tokens and no OIDC issuers: every call but /healthz, /v1/openapi.json and \
              completion notifications is refused (401)"
         );
     }

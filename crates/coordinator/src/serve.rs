@@ -127,6 +127,7 @@ pub enum Mode {
 /// # Errors
 /// [`ServeError`] naming what cannot start.
 pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, ServeError> {
+    crate::deployment::fetch_jwks(&deployment.access).await?;
     let store =
         Store::connect(deployment.database_url.expose()).await.map_err(|e| ServeError::Database(e.to_string()))?;
     // A schema from another version (or none) shows up as the first statement failing.
@@ -135,7 +136,7 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     if mode == Mode::Normal {
         store.put_package(&deployment.package).await.map_err(|e| ServeError::Database(e.to_string()))?;
         store
-            .activate(&package.workflow, &package.revision)
+            .activate(&package.workflow, &package.revision, crate::engine::now_ms(), None)
             .await
             .map_err(|e| ServeError::Database(format!("activating revision {}: {e}", package.revision)))?;
     }
@@ -150,7 +151,7 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     if hold.is_some() {
         // A placement a crash interrupted is finished before any work is claimed.
         engine
-            .hold_unfinished_runs()
+            .hold_unfinished_runs(None)
             .await
             .map_err(|e| ServeError::Database(format!("placing the restore hold: {e}")))?;
     }

@@ -39,8 +39,10 @@ pub const MAX_SLEEP: Duration = Duration::from_millis(250);
 /// What a lease allows beyond the product requests: loading the run, deciding,
 /// committing the report.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
-/// Rows claimed per round.
+/// Outbox rows claimed per round.
 const CLAIM_LIMIT: u32 = 32;
+/// Timers claimed per round (firing one is a single short transaction).
+const TIMER_CLAIM_LIMIT: u32 = 128;
 
 /// How a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,14 +126,31 @@ async fn claim_round(engine: &Arc<Engine>, options: WorkerOptions) -> Result<usi
     let timers = if engine.recovery_only {
         Vec::new()
     } else {
-        engine.store.claim_timers(now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?
+        engine.store.claim_timers(now, &engine.owner, options.lease_ms, TIMER_CLAIM_LIMIT).await?
     };
     let work = engine.store.claim_work_in(scope(engine), now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
     let claimed = timers.len() + work.len();
-    // Timers first, in the store's order (due time, then SPEC §3 precedence), one after another.
+    // Timers first. One run's timers fire one after another in the store's order
+    // (due time, then SPEC §3 precedence); different runs' fire concurrently. The
+    // round waits for all of them, so a run's later timers are never claimed
+    // before its earlier ones have fired.
+    let mut by_run: Vec<Vec<TimerItem>> = Vec::new();
     for timer in timers {
-        report(engine, fire(engine, &timer).await, "timer");
+        match by_run.iter_mut().find(|group| group[0].run_id == timer.run_id) {
+            Some(group) => group.push(timer),
+            None => by_run.push(vec![timer]),
+        }
     }
+    let mut firing = tokio::task::JoinSet::new();
+    for group in by_run {
+        let engine = Arc::clone(engine);
+        firing.spawn(async move {
+            for timer in group {
+                report(&engine, fire(&engine, &timer).await, "timer");
+            }
+        });
+    }
+    while firing.join_next().await.is_some() {}
     for item in work {
         let engine = Arc::clone(engine);
         tokio::spawn(async move {

@@ -375,7 +375,7 @@ fn the_same_idempotency_key_of_two_subjects_admits_two_runs() {
 }
 
 #[test]
-fn oidc_issuers_and_shared_tokens_refuse_the_deployment() {
+fn missing_jwks_and_shared_tokens_refuse_the_deployment() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let db = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
     let mut spec = DeploymentSpec::new(&db, "http://127.0.0.1:9");
@@ -383,8 +383,9 @@ fn oidc_issuers_and_shared_tokens_refuse_the_deployment() {
     let file = spec.write(dir.path());
     let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("{e}"));
     match config.resolve() {
-        Err(e @ DeploymentError::Invalid(_)) => assert!(e.to_string().contains("access.oidc"), "{e}"),
-        other => panic!("expected a refusal of access.oidc, got {other:?}"),
+        // The issuer's JWKS file does not exist (tests/oidc.rs tests working issuers).
+        Err(e @ DeploymentError::Jwks { .. }) => assert!(e.to_string().contains("access.oidc"), "{e}"),
+        other => panic!("expected a refusal of the missing JWKS, got {other:?}"),
     }
 
     spec.access =

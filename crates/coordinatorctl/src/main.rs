@@ -1,7 +1,8 @@
 //! `coordinatorctl`: the tool for Coordinator projects. Offline it inits,
 //! checks, explains, draws, tests and packages a project; against a running
 //! service it operates runs over the HTTP API (`status`, `inspect`, `list`,
-//! `cancel`, `retry-same`, `reconcile`, `restore-hold`, `activate`).
+//! `cancel`, `retry-same`, `reconcile`, `restore-hold`, `activate`,
+//! `audit verify`).
 //!
 //! Owns argument parsing, reading project files from disk, the HTTP client
 //! (`client`), and printing (human or JSON). It decides nothing about projects
@@ -14,6 +15,7 @@
 
 mod client;
 mod cmd_activate;
+mod cmd_audit;
 mod cmd_check;
 mod cmd_explain;
 mod cmd_graph;
@@ -193,6 +195,11 @@ enum Command {
         #[command(flatten)]
         service: ServiceArgs,
     },
+    /// The service's hash-chained audit journal.
+    Audit {
+        #[command(subcommand)]
+        action: AuditCommand,
+    },
     /// Activate a package written by `coordinatorctl package` (POST /v1/packages).
     Activate {
         /// The package file.
@@ -201,6 +208,17 @@ enum Command {
         /// The digest to pin (sha256:<hex>); default: the digest of the file.
         #[arg(long)]
         digest: Option<String>,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+}
+
+/// `coordinatorctl audit …`.
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Read the whole journal (GET /v1/audit) and recompute its hash chain: exit 0 intact, 1 tampered
+    /// with (the first broken position is named), 3 unavailable.
+    Verify {
         #[command(flatten)]
         service: ServiceArgs,
     },
@@ -266,6 +284,7 @@ fn main() -> ExitCode {
         Command::RetrySame { run, step, service } => cmd_runs::command(&service, &run, Operator::RetrySame(&step)),
         Command::Reconcile { run, step, service } => cmd_runs::command(&service, &run, Operator::Reconcile(&step)),
         Command::RestoreHold { action, service } => cmd_hold::run(&service, action),
+        Command::Audit { action: AuditCommand::Verify { service } } => cmd_audit::verify(&service),
         Command::Activate { package, digest, service } => cmd_activate::run(&service, &package, digest.as_deref()),
     };
     exit.into()

@@ -222,8 +222,10 @@ impl Machine<'_> {
                 }
             },
             Some(StepRecord::WaitFor(wait)) if wait.resolution.is_none() => {
+                // The world may have moved on while the run was held (a completion
+                // notified to a backup's timeline is lost): observe as soon as the floor allows.
                 let since = wait.last_observation_at.unwrap_or(wait.started_at);
-                let next = since.plus_seconds(wait.interval_seconds).max(self.now);
+                let next = since.plus_seconds(self.settings.observe_floor_seconds).max(self.now);
                 self.emit(Action::ScheduleTimer {
                     timer: Timer::WaitTimeout { step: step.clone() },
                     at: wait.timeout_at,

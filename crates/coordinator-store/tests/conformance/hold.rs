@@ -17,8 +17,8 @@ pub(crate) async fn the_restore_hold_is_placed_once_and_released(store: &Store) 
     let again = ok(store.place_hold(T0 + 5, "someone-else").await, "place again");
     assert_eq!(again, placed, "a placed hold is kept as it was");
     assert_eq!(ok(store.hold().await, "placed"), Some(placed));
-    assert!(ok(store.release_hold().await, "release"));
-    assert!(!ok(store.release_hold().await, "release again"));
+    assert!(ok(store.release_hold(T0 + 6, "ops").await, "release"));
+    assert!(!ok(store.release_hold(T0 + 7, "ops").await, "release again"));
     assert_eq!(ok(store.hold().await, "released"), None);
 }
 

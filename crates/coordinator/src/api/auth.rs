@@ -1,9 +1,11 @@
 //! The authenticated caller as an axum extractor ([`Caller`]), and the role
 //! check on one run ([`run_for`]).
 //!
-//! `Authorization: Bearer <token>` is required; a missing, malformed or
-//! unknown token is `401 auth.unauthenticated` with a `WWW-Authenticate:
-//! Bearer` challenge. The token is never logged or echoed.
+//! `Authorization: Bearer <token>` is required: a static token, or a JWT of
+//! an OIDC issuer. A missing, malformed or unknown token, or a JWT that is
+//! not accepted (the message says why: expired, wrong audience, unknown
+//! `kid`, bad signature…), is `401 auth.unauthenticated` with a
+//! `WWW-Authenticate: Bearer` challenge. The token is never logged or echoed.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -54,9 +56,10 @@ impl FromRequestParts<ApiState> for Caller {
         };
         state
             .access
-            .authenticate(token)
+            .authenticate_bearer(token)
+            .await
             .map(Caller)
-            .ok_or_else(|| unauthenticated("the bearer token is not valid", CHALLENGE_INVALID))
+            .map_err(|e| unauthenticated(&e.to_string(), CHALLENGE_INVALID))
     }
 }
 

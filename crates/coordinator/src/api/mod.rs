@@ -8,7 +8,8 @@
 //! The router is built from one table ([`endpoints`] lists it), which the
 //! OpenAPI document is tested against. One module per concern: `runs`
 //! (admit, read, list), `operator` (cancel, retry-same, reconcile),
-//! `inspection`, `packages` (activation), `openapi`, `auth` (the
+//! `inspection`, `packages` (activation), `audit` (the hash-chained
+//! journal), `openapi`, `auth` (the
 //! authenticated caller as an extractor, and role checks on a run).
 //!
 //! Every route but `/healthz`, `/v1/openapi.json`,
@@ -17,6 +18,7 @@
 //! (`401 auth.unauthenticated` with `WWW-Authenticate: Bearer`) and the role
 //! for the workflow concerned (`403 auth.forbidden`); see [`crate::access`].
 
+mod audit;
 mod auth;
 mod events;
 mod hold;
@@ -126,6 +128,7 @@ fn table() -> Vec<Route> {
         route(Verb::Get, "/v1/restore-hold", hold::show),
         route(Verb::Post, "/v1/restore-hold", hold::place),
         route(Verb::Delete, "/v1/restore-hold", hold::release),
+        route(Verb::Get, "/v1/audit", audit::list),
         packages::activation(),
     ]
 }

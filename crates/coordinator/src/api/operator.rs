@@ -46,10 +46,10 @@ pub(super) async fn reconcile(
 /// An operator's command as an event: `202` with the run's state when applied,
 /// `200` with the reason when there was nothing to do (a cancel of an ended
 /// run), `409` with the rule's code when the rules refuse it. Needs `operate`
-/// for the run's workflow.
+/// for the run's workflow. The journal records the caller as the actor.
 async fn operate(engine: &Engine, caller: &Caller, id: &str, event: Event) -> Result<Response, ApiError> {
     run_for(engine, caller, id, Role::Operate).await?;
-    match engine.handle(id, &event, now_ms()).await {
+    match engine.handle_as(id, &event, now_ms(), caller.subject()).await {
         Ok(()) => {
             let view = engine.view(id).await?;
             Ok((StatusCode::ACCEPTED, Json(json!({"runId": id, "state": view.state.as_str()}))).into_response())

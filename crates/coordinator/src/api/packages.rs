@@ -81,7 +81,7 @@ async fn activate(
     {
         return Err(ApiError::forbidden(Role::Operate, Some(&read.manifest.workflow)));
     }
-    let activation = engine.activate(&bytes, &digest).await.map_err(refusal)?;
+    let activation = engine.activate(&bytes, &digest, Some(caller.subject())).await.map_err(refusal)?;
     Ok(Json(json!({
         "workflow": activation.workflow,
         "revision": activation.revision,

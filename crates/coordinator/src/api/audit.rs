@@ -1,0 +1,68 @@
+//! `GET /v1/audit` (SPEC §4, §7): the hash-chained audit journal, page by
+//! page, by chain position. Entries are shown exactly as chained
+//! (`coordinator_core::audit::Entry`), with the journal's head, so any client
+//! can recompute every hash (`coordinatorctl audit verify`). The journal holds
+//! no protected payload: kinds, steps, subjects, and the machine's details.
+//!
+//! Access: the whole journal (deployment-level entries included) needs
+//! `operate` for every workflow (a grant with workflow `*`); `?run=ID` needs
+//! `operate` for that run's workflow, like its inspection.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use coordinator_core::model::runtime::Role;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ApiError;
+use super::auth::{Caller, run_for};
+use crate::engine::Engine;
+use crate::error::EngineError;
+
+/// Entries per page when `limit` is not given.
+const DEFAULT_LIMIT: u32 = 100;
+/// The largest page.
+const MAX_LIMIT: u32 = 1000;
+
+/// `GET /v1/audit` query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuditQuery {
+    run: Option<String>,
+    after: Option<i64>,
+    limit: Option<u32>,
+}
+
+/// `200 {entries, next, head}`: up to `limit` entries after position `after`
+/// (default 0), by position; `next` is the `after` of the next page when this
+/// one is full, else `null`; `head` is the journal's last position and hash
+/// when the page was read (no entry beyond it is shown).
+pub(super) async fn list(
+    caller: Caller,
+    State(engine): State<Arc<Engine>>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let usage = "the query parameters are run, after (a position, 0 or more) and limit (1-1000)";
+    let Query(query) = query.map_err(|_| ApiError::bad_request(usage))?;
+    let after = query.after.unwrap_or(0);
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if after < 0 || !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::bad_request(usage));
+    }
+    match &query.run {
+        Some(run) => {
+            run_for(&engine, &caller, run, Role::Operate).await?;
+        }
+        None if caller.holds_everywhere(Role::Operate) => {}
+        None => return Err(ApiError::forbidden(Role::Operate, Some("*"))),
+    }
+    let page = engine.store().audit(query.run.as_deref(), after, limit).await.map_err(EngineError::from)?;
+    Ok(Json(json!({
+        "entries": page.entries,
+        "next": page.next,
+        "head": {"position": page.head.position, "hash": page.head.hash},
+    })))
+}

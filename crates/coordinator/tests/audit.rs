@@ -1,0 +1,120 @@
+//! `GET /v1/audit` on the dev stack: the journal of a finished flagship run
+//! holds none of the input's values; admissions, operator commands and hold
+//! changes record the authenticated subject, the coordinator's own entries
+//! none; the package activation at start is a deployment-level entry; pages
+//! chain into a journal that verifies; and the query's bounds.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use coordinator_core::audit::{self, Entry, Head};
+use serde_json::{Value, json};
+use support::{get, get_as, on_runtime, post, sample_input, start};
+
+/// The dev token's subject.
+const OPERATOR: &str = "dev-operator";
+
+/// The whole journal (or one run's), 7 entries a page, and the last page's head.
+async fn journal(url: &str, run: Option<&str>) -> (Vec<Entry>, Head) {
+    let mut entries = Vec::new();
+    let mut after = 0;
+    loop {
+        let filter = run.map(|r| format!("&run={r}")).unwrap_or_default();
+        let (status, page) = get(&format!("{url}/v1/audit?after={after}&limit=7{filter}")).await;
+        assert_eq!(status, 200, "{page}");
+        let found: Vec<Entry> =
+            serde_json::from_value(page["entries"].clone()).unwrap_or_else(|e| panic!("entries: {e}: {page}"));
+        entries.extend(found);
+        match page["next"].as_i64() {
+            Some(next) => after = next,
+            None => {
+                let head = serde_json::from_value(page["head"].clone()).unwrap_or_else(|e| panic!("head: {e}"));
+                return (entries, head);
+            }
+        }
+    }
+}
+
+/// Every string of a JSON value.
+fn strings(value: &Value, into: &mut Vec<String>) {
+    match value {
+        Value::String(s) => into.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, into)),
+        Value::Object(map) => map.values().for_each(|v| strings(v, into)),
+        _ => {}
+    }
+}
+
+async fn admit(url: &str, revision: &str, key: &str) -> String {
+    let body =
+        json!({"workflow": "reviewed-notice", "revision": revision, "input": sample_input(), "idempotencyKey": key});
+    let (status, admitted) = post(&format!("{url}/v1/runs"), &body).await;
+    assert_eq!(status, 201, "{admitted}");
+    admitted["runId"].as_str().unwrap_or_else(|| panic!("no runId: {admitted}")).to_owned()
+}
+
+#[test]
+fn the_journal_is_chained_attributed_and_free_of_payloads() {
+    on_runtime(async {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dev = start(data.path().to_path_buf()).await;
+        let url = dev.url();
+        let run = admit(&url, &dev.revision, "audit-1").await;
+        let started = Instant::now();
+        loop {
+            let (_, view) = get(&format!("{url}/v1/runs/{run}")).await;
+            if view["state"] == "finished" {
+                break;
+            }
+            assert!(view["state"] == "running", "{view}");
+            assert!(started.elapsed() < Duration::from_secs(30), "still running after 30 s: {view}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let cancelled = admit(&url, &dev.revision, "audit-2").await;
+        let (status, answer) = post(&format!("{url}/v1/runs/{cancelled}/cancel"), &json!({})).await;
+        assert_eq!(status, 202, "{answer}");
+        let (status, answer) = post(&format!("{url}/v1/restore-hold"), &json!({})).await;
+        assert_eq!(status, 200, "{answer}");
+        let client = support::authorized_client(Duration::from_secs(30));
+        let released = client.delete(format!("{url}/v1/restore-hold")).send().await;
+        assert_eq!(released.map(|r| r.status().as_u16()).ok(), Some(200));
+
+        // The finished run's journal: no value of the input anywhere in it.
+        let (entries, _) = journal(&url, Some(&run)).await;
+        assert!(entries.iter().any(|e| e.kind == "classification") && entries.iter().any(|e| e.kind == "dispatch"));
+        let text = serde_json::to_string(&entries).unwrap_or_default();
+        let mut values = Vec::new();
+        strings(&sample_input(), &mut values);
+        assert!(!values.is_empty());
+        for value in values {
+            assert!(!text.contains(&value), "the journal contains the input value `{value}`: {text}");
+        }
+        let admission = entries.first().map(|e| (e.kind.as_str(), e.actor.as_deref()));
+        assert_eq!(admission, Some(("admission", Some(OPERATOR))), "the admitting subject");
+        let worker = entries.iter().filter(|e| e.kind == "classification").collect::<Vec<_>>();
+        assert!(worker.iter().all(|e| e.actor.is_none()), "the coordinator's own entries have no actor");
+
+        // The whole journal verifies, page by page, and attributes the operator's actions.
+        let (all, head) = journal(&url, None).await;
+        let verified = audit::verify(&all, &head).unwrap_or_else(|e| panic!("the journal must verify: {e}"));
+        assert_eq!(verified.checked, u64::try_from(all.len()).unwrap_or(0));
+        let first = all.first().map(|e| (e.kind.as_str(), e.run_id.is_none(), e.actor.is_none()));
+        assert_eq!(first, Some(("activation", true, true)), "dev's activation at start");
+        let cancel = all.iter().find(|e| e.run_id.as_deref() == Some(&cancelled) && e.kind == "operator");
+        assert_eq!(cancel.and_then(|e| e.actor.as_deref()), Some(OPERATOR), "{cancel:?}");
+        let holds: Vec<_> = all.iter().filter(|e| e.run_id.is_none() && e.kind == "hold").collect();
+        assert_eq!(holds.len(), 2, "placed and released: {holds:?}");
+        assert!(holds.iter().all(|e| e.actor.as_deref() == Some(OPERATOR)));
+
+        // Bounds of the query, and callers without the role.
+        for query in ["limit=0", "limit=1001", "after=-1", "before=3"] {
+            let (status, answer) = get(&format!("{url}/v1/audit?{query}")).await;
+            assert_eq!((status, answer["code"].as_str()), (400, Some("request.invalid")), "{query}");
+        }
+        let (status, _) = get_as(&format!("{url}/v1/audit"), None).await;
+        assert_eq!(status, 401);
+        let (status, answer) = get(&format!("{url}/v1/audit?run=0199c8a0-0000-7000-8000-000000000000")).await;
+        assert_eq!((status, answer["code"].as_str()), (404, Some("run.unknown")));
+    });
+}

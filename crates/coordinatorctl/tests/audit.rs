@@ -1,0 +1,122 @@
+//! `coordinatorctl audit verify` against the in-process `coordinator dev`
+//! stack: an intact journal verifies (exit 0, human and JSON), the same
+//! journal edited directly in the dev stack's SQLite file (with the `sqlite3`
+//! command-line shell) is reported tampered at the edited position (exit 1),
+//! and an unreachable service is exit 3.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use coordinator::dev::{self, DevOptions};
+use serde_json::{Value, json};
+use support::{code, json, repo, stderr, stdout, tempdir, write};
+
+/// The dev stack's operator token.
+const TOKEN: &str = "ctl-audit-token-7c1e04b9";
+
+/// Runs `coordinatorctl audit verify ARGS --url URL --token-file FILE`.
+fn verify(url: &str, token_file: &Path, args: &[&str]) -> Output {
+    let token_file = token_file.display().to_string();
+    let mut all = vec!["audit", "verify"];
+    all.extend(args);
+    all.extend(["--url", url, "--token-file", &token_file]);
+    let out = Command::new(env!("CARGO_BIN_EXE_coordinatorctl"))
+        .args(&all)
+        .env("NO_COLOR", "1")
+        .env_remove("COORDINATOR_URL")
+        .env_remove("COORDINATOR_TOKEN_FILE")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run coordinatorctl: {e}"));
+    assert!(!stdout(&out).contains(TOKEN) && !stderr(&out).contains(TOKEN), "the token was printed");
+    out
+}
+
+/// Runs SQL on the dev stack's database with the `sqlite3` shell (which waits for the stack's writers).
+fn sqlite3(database: &Path, sql: &str) {
+    let out = Command::new("sqlite3")
+        .args(["-bail", "-cmd", ".timeout 10000"])
+        .arg(database)
+        .arg(sql)
+        .output()
+        .unwrap_or_else(|e| panic!("the sqlite3 shell is needed for this test: {e}"));
+    assert!(out.status.success(), "sqlite3: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn audit_verify_passes_on_the_journal_and_fails_once_it_is_edited() {
+    let runtime = coordinator::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
+    let dir = tempdir();
+    let data = dir.path().join("data");
+    let options = DevOptions {
+        project: repo().join("examples/reviewed-notice"),
+        listen: "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")),
+        data: Some(data.clone()),
+        token: Some(TOKEN.into()),
+    };
+    let dev = runtime.block_on(dev::start(options)).unwrap_or_else(|e| panic!("dev stack: {e}"));
+    let token_file: PathBuf = dir.path().join("token");
+    write(&token_file, &format!("{TOKEN}\n"));
+    let url = dev.url();
+
+    // A run, so the journal has more than the activation.
+    let input: Value = serde_json::from_str(&support::read(&repo().join("examples/reviewed-notice/input.json")))
+        .unwrap_or_else(|e| panic!("input.json: {e}"));
+    let body = json!({"workflow": "reviewed-notice", "revision": dev.revision, "input": input});
+    let admitted = runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!("{url}/v1/runs"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("admit: {e}"));
+        response.status().as_u16()
+    });
+    assert_eq!(admitted, 201);
+
+    let started = Instant::now();
+    let checked = loop {
+        let out = verify(&url, &token_file, &["--format", "json"]);
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+        let report = json(&out);
+        assert_eq!((report["ok"].as_bool(), report["command"].as_str()), (Some(true), Some("audit verify")));
+        assert_eq!(report["head"]["hash"].as_str().map(str::len), Some(64), "{report}");
+        let checked = report["checked"].as_u64().unwrap_or(0);
+        if checked >= 3 {
+            break checked;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the journal stays short: {report}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = verify(&url, &token_file, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("audit journal verified: "), "{}", stdout(&out));
+    assert!(checked >= 3);
+
+    // Edit the second entry's detail in the database itself.
+    let database = data.join("coordinator.db");
+    sqlite3(&database, "UPDATE audit SET detail = detail || ' (edited)' WHERE position = 2;");
+    let out = verify(&url, &token_file, &[]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("error[audit.tampered]") && stderr(&out).contains("position 2"), "{}", stderr(&out));
+    let out = verify(&url, &token_file, &["--format", "json"]);
+    assert_eq!(code(&out), 1);
+    let report = json(&out);
+    assert_eq!(
+        (report["ok"].as_bool(), report["code"].as_str(), report["position"].as_i64(), report["problem"].as_str()),
+        (Some(false), Some("audit.tampered"), Some(2), Some("hash-mismatch")),
+        "{report}"
+    );
+
+    // Deleting the entry instead is a gap at its position.
+    sqlite3(&database, "DELETE FROM audit WHERE position = 2;");
+    let report = json(&verify(&url, &token_file, &["--format", "json"]));
+    assert_eq!((report["position"].as_i64(), report["problem"].as_str()), (Some(2), Some("missing")), "{report}");
+
+    drop(dev);
+    let out = verify("http://127.0.0.1:9", &token_file, &[]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+}
