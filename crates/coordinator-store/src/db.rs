@@ -37,10 +37,10 @@ pub(crate) enum Dialect {
     Pg,
 }
 
-/// Connections per process to PostgreSQL: enough for a round of concurrent
-/// timer fires and product reports to commit together (group commit), few
-/// enough for several processes to share the server's default 100.
-const PG_MAX_CONNECTIONS: u32 = 24;
+/// Connections per process to PostgreSQL: few enough for several processes to
+/// share the server's default 100 (24 fired timers no faster than 10: the audit
+/// journal's append is serialised, bench/RESULTS.md).
+const PG_MAX_CONNECTIONS: u32 = 10;
 
 impl Pool {
     /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`.
