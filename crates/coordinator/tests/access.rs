@@ -2,12 +2,15 @@
 //! against every kind of caller — no token, an invalid one, a subject with only
 //! `admit`, only `read`, only `operate` for the workflow, `operate` for another
 //! workflow, and every role — on the caller's own run and on another
-//! subject's run. A `coordinator serve` stack on SQLite whose runtime.yaml
-//! holds static tokens (in `file:` secrets) and grants.
+//! subject's run. A `coordinator serve` stack, on SQLite and on PostgreSQL,
+//! whose runtime.yaml holds static tokens (in `file:` secrets) and grants.
+//! Expired and wrong-audience credentials are JWTs: tests/oidc.rs.
 
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 #[path = "support/deploy.rs"]
 mod deploy;
+#[path = "support/pg.rs"]
+mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
@@ -114,6 +117,12 @@ enum Endpoint {
     Reconcile,
     Cancel,
     Activate,
+    HoldShow,
+    HoldPlace,
+    HoldRelease,
+    AuditAll,
+    AuditRun,
+    Event,
 }
 
 /// The rules of docs/access.md, written out.
@@ -121,6 +130,8 @@ fn expected(endpoint: Endpoint, who: Who, own: bool) -> Expect {
     match endpoint {
         Endpoint::Health | Endpoint::OpenApi => return Expect::Allowed(&[200]),
         Endpoint::Completion => return Expect::Allowed(&[202]),
+        // Authenticated by the event's signature, not a bearer token: an unknown trigger for everyone.
+        Endpoint::Event => return Expect::Allowed(&[404]),
         _ if matches!(who, Who::Nobody | Who::Invalid) => return UNAUTHENTICATED,
         _ => {}
     }
@@ -164,7 +175,19 @@ fn expected(endpoint: Endpoint, who: Who, own: bool) -> Expect {
                 FORBIDDEN
             }
         }
-        Endpoint::Health | Endpoint::OpenApi | Endpoint::Completion => Expect::Allowed(&[]),
+        // Deployment-wide: `operate` for every workflow (a grant with workflow `*`).
+        Endpoint::HoldShow | Endpoint::HoldPlace | Endpoint::HoldRelease | Endpoint::AuditAll => {
+            if who == Who::All {
+                Expect::Allowed(&[200])
+            } else {
+                FORBIDDEN
+            }
+        }
+        // One run's journal: as its inspection.
+        Endpoint::AuditRun if !knows => HIDDEN,
+        Endpoint::AuditRun if !who.operates() => FORBIDDEN,
+        Endpoint::AuditRun => Expect::Allowed(&[200]),
+        Endpoint::Health | Endpoint::OpenApi | Endpoint::Completion | Endpoint::Event => Expect::Allowed(&[]),
     }
 }
 
@@ -174,12 +197,31 @@ struct Stack {
     package: (Vec<u8>, String),
     _sims: deploy::SimServer,
     _dir: tempfile::TempDir,
+    _pg: Option<pg::PgDatabase>,
+}
+
+/// Where the stack keeps its runs.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
 }
 
 async fn stack() -> Stack {
+    stack_on(Backend::Sqlite).await
+}
+
+async fn stack_on(backend: Backend) -> Stack {
     let sims = sim_server(SimConfig::default()).await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let db = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
+    let pg = match backend {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(pg::database().await),
+    };
+    let db = match &pg {
+        None => format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display()),
+        Some(pg) => pg.url.clone(),
+    };
     let mut spec = DeploymentSpec::new(&db, &sims.base);
     (spec.access, spec.files) = access_yaml();
     let file = spec.write(dir.path());
@@ -187,7 +229,7 @@ async fn stack() -> Stack {
     serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate: {e}"));
     let deployment = config.resolve().unwrap_or_else(|e| panic!("resolve: {e}"));
     let service = serve::start(deployment).await.unwrap_or_else(|e| panic!("serve: {e}"));
-    Stack { service, package: package_of(&spec.project), _sims: sims, _dir: dir }
+    Stack { service, package: package_of(&spec.project), _sims: sims, _dir: dir, _pg: pg }
 }
 
 /// A run owned by `owner`, admitted through the engine (a reader cannot admit over HTTP).
@@ -224,6 +266,12 @@ async fn call(stack: &Stack, endpoint: Endpoint, who: Who, run: &str) -> (u16, V
             .post(format!("{url}/v1/packages?digest={}", stack.package.1))
             .header("content-type", "application/octet-stream")
             .body(stack.package.0.clone()),
+        Endpoint::HoldShow => client.get(format!("{url}/v1/restore-hold")),
+        Endpoint::HoldPlace => client.post(format!("{url}/v1/restore-hold")),
+        Endpoint::HoldRelease => client.delete(format!("{url}/v1/restore-hold")),
+        Endpoint::AuditAll => client.get(format!("{url}/v1/audit")),
+        Endpoint::AuditRun => client.get(format!("{url}/v1/audit?run={run}")),
+        Endpoint::Event => client.post(format!("{url}/v1/events/{WORKFLOW}/no-such-trigger")).json(&json!({})),
     };
     let request = match who.token() {
         Some(token) => request.bearer_auth(token),
@@ -264,9 +312,19 @@ fn listed(body: &Value) -> BTreeSet<String> {
 }
 
 #[test]
-fn every_endpoint_answers_every_kind_of_caller_by_its_roles() {
-    on_runtime(async {
-        let stack = stack().await;
+fn every_endpoint_answers_every_kind_of_caller_by_its_roles_on_sqlite() {
+    on_runtime(matrix(Backend::Sqlite));
+}
+
+#[test]
+fn every_endpoint_answers_every_kind_of_caller_by_its_roles_on_postgres() {
+    on_runtime(matrix(Backend::Postgres));
+}
+
+/// Every endpoint × every kind of caller × own run / another subject's run.
+async fn matrix(backend: Backend) {
+    {
+        let stack = stack_on(backend).await;
         let other = run_of(&stack, BYSTANDER).await;
         let mut own = Vec::new();
         for who in EVERYONE {
@@ -301,6 +359,12 @@ fn every_endpoint_answers_every_kind_of_caller_by_its_roles() {
             Endpoint::Metrics,
             Endpoint::Admit,
             Endpoint::Activate,
+            Endpoint::Event,
+            Endpoint::AuditAll,
+            Endpoint::HoldShow,
+            // Last: placed and released again at once by the one caller allowed to.
+            Endpoint::HoldPlace,
+            Endpoint::HoldRelease,
         ];
         for who in EVERYONE {
             for endpoint in everywhere {
@@ -309,7 +373,14 @@ fn every_endpoint_answers_every_kind_of_caller_by_its_roles() {
             }
         }
         // Cancel last: it ends the run the other commands are tried on.
-        let on_runs = [Endpoint::Read, Endpoint::Inspect, Endpoint::RetrySame, Endpoint::Reconcile, Endpoint::Cancel];
+        let on_runs = [
+            Endpoint::Read,
+            Endpoint::Inspect,
+            Endpoint::AuditRun,
+            Endpoint::RetrySame,
+            Endpoint::Reconcile,
+            Endpoint::Cancel,
+        ];
         for (who, own) in EVERYONE.iter().zip(&own) {
             for endpoint in on_runs {
                 if let Some(run) = own {
@@ -325,7 +396,7 @@ fn every_endpoint_answers_every_kind_of_caller_by_its_roles() {
             let want = if who.token().is_none() || who == Who::Invalid { 401 } else { 404 };
             assert_eq!(status, want, "{who:?}: {body}");
         }
-    });
+    }
 }
 
 #[test]
