@@ -240,6 +240,8 @@ enum Plan {
     Drop(Result<Executed, Refusal>),
     /// Executed; the answer is sent after a delay.
     Late(Duration, Result<Executed, Refusal>),
+    /// Not executed; the connection is dropped instead of answering.
+    Lost,
 }
 
 /// The protocol routes every product serves, before the product's state is attached.
@@ -278,6 +280,7 @@ async fn operation<P: Product>(
             Some(Fault::Unavailable) => Plan::Fail(ApiError::Unavailable { retry_after_seconds: 1 }),
             Some(Fault::DropResponseAfterEffect) => Plan::Drop(state.execute(op, key.as_deref(), command)),
             Some(Fault::Timeout { delay }) => Plan::Late(delay, state.execute(op, key.as_deref(), command)),
+            Some(Fault::DropRequest) => Plan::Lost,
             None => Plan::Answer(state.execute(op, key.as_deref(), command)),
         }
     };
@@ -289,7 +292,7 @@ async fn operation<P: Product>(
     match plan {
         Plan::Answer(result) => answer(result),
         Plan::Fail(error) => Err(error),
-        Plan::Drop(_) => Ok(Response::new(Body::new(DroppedBody))),
+        Plan::Drop(_) | Plan::Lost => Ok(Response::new(Body::new(DroppedBody))),
         Plan::Late(delay, result) => {
             tokio::time::sleep(delay).await;
             answer(result)
@@ -309,7 +312,7 @@ fn accepted_body(accepted: &Accepted) -> Json<Value> {
 /// A response body that fails before its first byte. hyper then closes the
 /// connection without writing even the status line (HTTP/1.1; a stream reset on
 /// HTTP/2), so the client sees a connection closed with no answer, exactly like
-/// a product that acted and then lost the connection.
+/// a product that lost the connection (after acting, or before: `drop-request`).
 struct DroppedBody;
 
 impl http_body::Body for DroppedBody {
@@ -320,7 +323,7 @@ impl http_body::Body for DroppedBody {
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
-        Poll::Ready(Some(Err(std::io::Error::other("simulated fault: response dropped after the effect"))))
+        Poll::Ready(Some(Err(std::io::Error::other("simulated fault: no answer"))))
     }
 }
 

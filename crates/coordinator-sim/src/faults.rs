@@ -46,6 +46,8 @@ pub enum FaultKind {
     Timeout,
     /// Make the receipts recorded so far answer `410`.
     ExpireReceipts,
+    /// Close the connection without an answer and without acting (the request is lost).
+    DropRequest,
 }
 
 /// A fault that the next call of an operation gets.
@@ -67,6 +69,8 @@ pub enum Fault {
         /// How long the answer is held back.
         delay: Duration,
     },
+    /// Drop the connection without acting: the client sees no response, and no receipt is kept.
+    DropRequest,
 }
 
 /// What a valid `POST /v1/faults` asks for.
@@ -113,6 +117,7 @@ impl FaultRequest {
         let fault = match self.fault {
             FaultKind::ExpireReceipts => return Ok(Control::ExpireReceipts { operation }),
             FaultKind::DropResponseAfterEffect => Fault::DropResponseAfterEffect,
+            FaultKind::DropRequest => Fault::DropRequest,
             FaultKind::Unavailable => Fault::Unavailable,
             FaultKind::Refuse => {
                 let code = self

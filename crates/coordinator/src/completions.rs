@@ -6,7 +6,7 @@ use coordinator_core::machine::event::Event;
 use coordinator_core::model::run::RunState;
 use coordinator_core::model::workflow::Step;
 
-use crate::engine::{Engine, now_ms};
+use crate::engine::Engine;
 use crate::error::EngineError;
 
 /// Sends `CompletionNotified` to each running run whose open wait-for observes
@@ -33,7 +33,7 @@ pub async fn nudge(engine: &Engine, connection: &str, reference: &str) -> Result
         if !on_connection {
             continue;
         }
-        if let Err(e) = engine.handle(&run_id, &Event::CompletionNotified { step }, now_ms()).await {
+        if let Err(e) = engine.handle(&run_id, &Event::CompletionNotified { step }, engine.now()).await {
             first_error.get_or_insert(e);
         }
     }

@@ -17,8 +17,9 @@
 //! ([`Engine::inspect`]) live here too.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::event::Event;
@@ -105,6 +106,8 @@ pub struct Engine {
     pub(crate) event_secrets: HashMap<String, coordinator_products::Secret>,
     /// The event schemas triggers are validated against (the built-in catalog's; see `events`).
     event_schemas: std::collections::BTreeMap<String, Value>,
+    /// How far [`Engine::now`] is ahead of the system clock, ms (0 unless a test advanced it).
+    clock_offset_ms: AtomicI64,
 }
 
 /// A package activated by [`Engine::activate`].
@@ -159,7 +162,9 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// Milliseconds since the Unix epoch, from the system clock (the engine's only clock).
+/// Milliseconds since the Unix epoch, from the system clock (where no engine
+/// exists yet, and for checks against another party's clock); an engine's
+/// decisions read [`Engine::now`].
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
@@ -180,7 +185,23 @@ impl Engine {
             recovery_only: false,
             event_secrets: HashMap::new(),
             event_schemas: coordinator_core::check::catalog::Catalog::builtin_event_schemas(),
+            clock_offset_ms: AtomicI64::new(0),
         }
+    }
+
+    /// The clock every decision and claim of this engine reads (SPEC §5: the
+    /// clock is injected), in ms since the Unix epoch: the system clock plus
+    /// whatever [`Engine::advance_clock`] added (nothing in a deployment).
+    pub fn now(&self) -> i64 {
+        now_ms().saturating_add(self.clock_offset_ms.load(Ordering::SeqCst))
+    }
+
+    /// Moves this engine's clock ([`Engine::now`]) forward by `by`, for tests
+    /// that travel in time, and wakes the worker so what became due is claimed.
+    pub fn advance_clock(&self, by: Duration) {
+        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.clock_offset_ms.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(o.saturating_add(by))).ok();
+        self.wake.notify_one();
     }
 
     /// The same engine in recovery-only mode (`coordinator serve
@@ -267,7 +288,7 @@ impl Engine {
             return Err(EngineError::InputInvalid { pointers: violations.into_iter().map(|v| v.pointer).collect() });
         }
         let started = std::time::Instant::now();
-        let now = now_ms();
+        let now = self.now();
         let supplied = match &run_id {
             None => None,
             Some(text) => Some(crate::run_id::validate(text, now).map_err(EngineError::RunIdInvalid)?),
@@ -360,7 +381,7 @@ impl Engine {
         event: &Event,
         wf: &Workflow,
     ) -> Result<(), EngineError> {
-        self.apply_recorded(Some(claim), run_id, event, now_ms(), wf, None).await
+        self.apply_recorded(Some(claim), run_id, event, self.now(), wf, None).await
     }
 
     /// One event through the store's transaction (fenced by `claim` when given,
@@ -478,7 +499,7 @@ impl Engine {
         let row = self.store.load(run_id).await?.ok_or(EngineError::RunNotFound)?;
         let run = self.open(&row.id, &row.snapshot)?;
         let wf = self.workflow(&row.revision).await?;
-        Ok(inspection::inspect(&wf, &run, Instant(now_ms()), &self.settings))
+        Ok(inspection::inspect(&wf, &run, Instant(self.now()), &self.settings))
     }
 
     /// Activates a package (SPEC §2.4, §3 Pinning): checks the bytes against
@@ -529,7 +550,7 @@ impl Engine {
             other => ActivationError::Engine(other.into()),
         })?;
         let previous_revision = self.store.active(&workflow).await.map_err(EngineError::from)?;
-        self.store.activate(&workflow, &revision, now_ms(), actor).await.map_err(EngineError::from)?;
+        self.store.activate(&workflow, &revision, self.now(), actor).await.map_err(EngineError::from)?;
         self.workflows
             .write()
             .unwrap_or_else(PoisonError::into_inner)

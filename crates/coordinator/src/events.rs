@@ -88,6 +88,7 @@ impl Engine {
             .event_secrets
             .get(&trigger.connection)
             .ok_or_else(|| SignatureProblem::NoSecret(trigger.connection.clone()))?;
+        // Freshness is the sender's clock against the system's, not a decision: not `Engine::now`.
         signature::verify(header, body, secret.expose().as_bytes(), now_ms().div_euclid(1000))?;
 
         let event: Value =

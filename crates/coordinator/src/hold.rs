@@ -17,7 +17,7 @@
 use coordinator_core::machine::event::Event;
 use coordinator_store::{Cursor, RunFilter};
 
-use crate::engine::{Engine, now_ms};
+use crate::engine::Engine;
 use crate::error::EngineError;
 
 /// Runs read per page while placing or releasing.
@@ -62,7 +62,7 @@ impl Engine {
     /// # Errors
     /// A store or seal failure; runs held before it stay held.
     pub async fn place_restore_hold(&self, by: &str) -> Result<HoldStatus, EngineError> {
-        self.store.place_hold(now_ms(), by).await?;
+        self.store.place_hold(self.now(), by).await?;
         eprintln!("coordinator: restore hold placed by {by}");
         self.hold_unfinished_runs(Some(by)).await?;
         self.restore_hold().await
@@ -100,7 +100,7 @@ impl Engine {
         for id in todo {
             self.apply_hold_event(&id, &Event::RestoreHoldReleased, Some(by)).await?;
         }
-        self.store.release_hold(now_ms(), by).await?;
+        self.store.release_hold(self.now(), by).await?;
         eprintln!("coordinator: restore hold released by {by}");
         self.wake.notify_one();
         self.restore_hold().await
@@ -109,8 +109,8 @@ impl Engine {
     /// Applies a hold event; a run that changed meanwhile (ended, already held) is fine.
     async fn apply_hold_event(&self, run_id: &str, event: &Event, by: Option<&str>) -> Result<(), EngineError> {
         let handled = match by {
-            Some(by) => self.handle_as(run_id, event, now_ms(), by).await,
-            None => self.handle(run_id, event, now_ms()).await,
+            Some(by) => self.handle_as(run_id, event, self.now(), by).await,
+            None => self.handle(run_id, event, self.now()).await,
         };
         match handled {
             Ok(()) | Err(EngineError::Ignored(_)) => Ok(()),

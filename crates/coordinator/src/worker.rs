@@ -31,7 +31,7 @@ use coordinator_core::model::workflow::Step;
 use coordinator_products::Connection;
 use coordinator_store::{Claim, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
 
-use crate::engine::{Engine, now_ms};
+use crate::engine::Engine;
 use crate::error::EngineError;
 
 /// The longest the worker sleeps without looking for due work.
@@ -102,7 +102,7 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
         }
         let sleep = match engine.store.next_due_in(scope(&engine)).await {
             Ok(Some(due)) => {
-                Duration::from_millis(u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0)).min(MAX_SLEEP)
+                Duration::from_millis(u64::try_from(due.saturating_sub(engine.now())).unwrap_or(0)).min(MAX_SLEEP)
             }
             Ok(None) | Err(_) => MAX_SLEEP,
         };
@@ -121,7 +121,7 @@ fn scope(engine: &Engine) -> WorkScope {
 
 /// Claims due timers and work and starts a task for each; returns how many were claimed.
 async fn claim_round(engine: &Arc<Engine>, options: WorkerOptions) -> Result<usize, EngineError> {
-    let now = now_ms();
+    let now = engine.now();
     // Recovery-only: no timer fires and nothing is dispatched; receipts are only read.
     let timers = if engine.recovery_only {
         Vec::new()

@@ -12,28 +12,35 @@
 //!
 //! The script is translated, not restated: a call's `refused` reply becomes a
 //! `refuse` fault with its code, `retryable` an `unavailable` fault (503),
-//! `uncertain` a `drop-response-after-effect` fault (mutations) or a `timeout`
-//! fault past the 1 s request timeout (reads), `accepted` and a `found`
-//! receipt are the simulators' own answers; each `pending`/`complete`
-//! observation is a completion notification (the reviewer deciding first for
-//! `complete`); operator actions are the API's `reconcile`/`retry-same`; a
+//! `uncertain` a `drop-response-after-effect` fault (mutations; a
+//! `drop-request` fault, which loses the request without acting, when the
+//! script's receipt then says `not-found`) or a `timeout` fault past the 1 s
+//! request timeout (reads), `accepted` and a `found` or `not-found` receipt are
+//! the simulators' own answers. Virtual time passes on the service's clock
+//! (`Engine::advance_clock`): each `pending` observation comes when the clock
+//! is moved to the wait's next observation; once the script observes nothing
+//! more, the clock is moved to the wait's timeout (the reviewer deciding just
+//! before when the late read finds a decision, so that the withdrawal is
+//! casework's own `already-decided` refusal and the late read its own answer);
+//! and a call the script answers with nothing but `retryable` is left to the
+//! run deadline, the clock moved there after its first refused attempt (the
+//! retries in between are not each replayed, so attempts are not compared).
+//! Each `complete` observation is a completion notification (the reviewer
+//! deciding first); operator actions are the API's `reconcile`/`retry-same`; a
 //! scripted cancel comes once the script has nothing more for the run before it.
 //!
-//! Compared: `approved-and-notice-sent` (the happy path), `recipient-opted-out`,
+//! Every case of the flagship is compared ([`NOT_COMPARED`] is empty):
+//! `approved-and-notice-sent` (the happy path), `recipient-opted-out`,
 //! `review-refused` (a casework refusal), `rejected` (a casework decision),
-//! `cancel-during-the-wait`, `cancel-after-a-decision-arrived`,
-//! `uncertain-notice-settled-by-reconcile`, `uncertain-notice-settled-by-retry-same`,
+//! `decided-after-timeout` and `withdrawn-after-timeout` (1 343 observations
+//! over 14 days, then the timeout), `cancel-during-the-wait`,
+//! `cancel-after-a-decision-arrived`, `uncertain-notice-settled-by-reconcile`,
+//! `receipt-not-found-leaves-the-effect-unknown`,
+//! `uncertain-notice-settled-by-retry-same`,
 //! `completion-nudge-brings-the-observation-forward`, `lost-read-is-read-again`,
-//! `refusal-that-is-not-declared`,
+//! `run-deadline` (30 days), `refusal-that-is-not-declared`,
 //! `uncertain-withdrawal-on-the-cancel-route-needs-an-operator`,
 //! `a-scripted-cancel-ends-a-run-waiting-for-an-operator`.
-//!
-//! Not compared ([`NOT_COMPARED`] says why): `decided-after-timeout`,
-//! `withdrawn-after-timeout` and `run-deadline` take 14 and 30 virtual days on
-//! the flagship's own revision (the fault tests cover the timeout path on a
-//! copy with a 2 s timeout), and `receipt-not-found-leaves-the-effect-unknown`
-//! needs a lost answer without an effect, which the simulators cannot produce
-//! (they lose an answer only after acting, and keep that key's receipt).
 //! Elapsed times are never compared: virtual seconds are not wall-clock ones.
 
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
@@ -47,11 +54,13 @@ mod support;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use coordinator_core::check::{ProjectSource, SourceError, check_project};
 use coordinator_core::decode::{self, Decoder};
 use coordinator_core::machine::Settings;
 use coordinator_core::machine::compiled::Workflow;
+use coordinator_core::machine::time::Instant;
 use coordinator_core::model::catalog::Effect;
 use coordinator_core::model::run::EffectState;
 use coordinator_core::model::scenarios::{Case, OperatorAction, ReceiptResult, Reply};
@@ -62,16 +71,8 @@ use serde_json::{Value, json};
 use stack::{Stack, StackOptions, at, effect, path, step};
 use support::{on_runtime, repo};
 
-/// Cases the service does not reproduce, and why.
-const NOT_COMPARED: &[(&str, &str)] = &[
-    ("decided-after-timeout", "14 virtual days of waiting on the flagship's revision"),
-    ("withdrawn-after-timeout", "14 virtual days of waiting on the flagship's revision"),
-    ("run-deadline", "30 virtual days until the run deadline"),
-    (
-        "receipt-not-found-leaves-the-effect-unknown",
-        "the simulators lose an answer only after acting, and then keep the key's receipt",
-    ),
-];
+/// Cases the service does not reproduce, and why (none, now).
+const NOT_COMPARED: &[(&str, &str)] = &[];
 
 /// The only review request of a case's fresh simulators.
 const REVIEW: &str = "review-1";
@@ -139,15 +140,37 @@ fn target(workflow: &Workflow, step: &str) -> Option<(String, String, Effect)> {
     Some((product.to_owned(), operation.to_owned(), pinned.descriptor.effect))
 }
 
+/// The decision the case's late read finds (`read-late-decision` answers
+/// `state: decided`): the reviewer decides just before the wait times out, so
+/// that the withdrawal after the timeout is casework's own `already-decided`.
+fn late_decision(case: &Case) -> Option<String> {
+    let replies = case.replies.get("read-late-decision")?;
+    replies.iter().find_map(|reply| match reply {
+        Reply::Accepted { output, .. } if output["state"] == "decided" => {
+            Some(output["decision"].as_str().unwrap_or("approved").to_owned())
+        }
+        _ => None,
+    })
+}
+
 /// Queues, per operation, the faults that make the simulators give the case's call replies.
 async fn script_products(stack: &Stack, workflow: &Workflow, case: &Case) {
+    let decided_late = late_decision(case).is_some();
     for (name, replies) in &case.replies {
         let Some((product, operation, kind)) = target(workflow, name) else { continue };
         let mut accepted = false;
-        for reply in replies {
+        for (i, reply) in replies.iter().enumerate() {
             let count = reply.times();
+            let lost_before_acting =
+                matches!(replies.get(i + 1), Some(Reply::Receipt { result: ReceiptResult::NotFound, .. }));
             let fault = match reply {
-                Reply::Accepted { .. } | Reply::Receipt { result: ReceiptResult::Found, .. } => {
+                Reply::Accepted { .. }
+                | Reply::Receipt { result: ReceiptResult::Found | ReceiptResult::NotFound, .. } => {
+                    accepted = true;
+                    continue;
+                }
+                Reply::Refused { code } if decided_late && name == "withdraw-review" => {
+                    assert_eq!(code, "already-decided", "{}: step {name}: a decided review refuses so", case.id);
                     accepted = true;
                     continue;
                 }
@@ -158,6 +181,9 @@ async fn script_products(stack: &Stack, workflow: &Workflow, case: &Case) {
                 Reply::Uncertain { .. } if kind == Effect::Read => {
                     json!({"operation": operation, "fault": "timeout", "delaySeconds": 2, "count": count})
                 }
+                Reply::Uncertain { .. } if lost_before_acting => {
+                    json!({"operation": operation, "fault": "drop-request", "count": count})
+                }
                 Reply::Uncertain { .. } => {
                     json!({"operation": operation, "fault": "drop-response-after-effect", "count": count})
                 }
@@ -166,6 +192,43 @@ async fn script_products(stack: &Stack, workflow: &Workflow, case: &Case) {
             assert!(!accepted, "{}: step {name}: a fault after the product's own answer cannot be queued", case.id);
             stack.fault(&product, fault).await;
         }
+    }
+}
+
+/// Moves the service's clock forward to `instant` (an RFC 3339 instant of the
+/// inspection): the scenario's virtual time passing.
+fn travel_to(stack: &Stack, instant: &Value) {
+    travel_to_ms(stack, ms(instant));
+}
+
+/// Moves the service's clock forward to `target` (ms since the Unix epoch), if it is ahead.
+fn travel_to_ms(stack: &Stack, target: i64) {
+    let engine = &stack.service.engine;
+    let ahead = u64::try_from(target.saturating_sub(engine.now())).unwrap_or(0);
+    engine.advance_clock(Duration::from_millis(ahead));
+}
+
+/// An RFC 3339 instant of the inspection, in ms since the Unix epoch.
+fn ms(instant: &Value) -> i64 {
+    let text = instant.as_str().unwrap_or_else(|| panic!("not an instant: {instant}"));
+    let Some(instant) = Instant::parse_rfc3339(text) else { panic!("not an instant: {text}") };
+    instant.0
+}
+
+/// How close to the run deadline the clock jumps before each retry left is replayed
+/// (more than the longest backoff, 300 s, so the last retries before it happen).
+const BEFORE_DEADLINE_MS: i64 = 600_000;
+
+/// Polls the inspection until `done` holds (a failure guard of [`stack::GUARD`], no speed claim).
+async fn until(stack: &Stack, run: &str, what: &str, done: impl Fn(&Value) -> bool) {
+    let started = std::time::Instant::now();
+    loop {
+        let inspection = stack.inspect(run).await;
+        if done(&inspection) {
+            return;
+        }
+        assert!(started.elapsed() < stack::GUARD, "{what}: not after {:?}: {inspection}", stack::GUARD);
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
@@ -179,7 +242,9 @@ async fn drive(stack: &Stack, case: &Case) -> (String, Value) {
         case.operator.iter().map(|(s, a)| (s.clone(), a.actions().into())).collect();
     let mut cancel = case.cancel_at_seconds.is_some();
     let run = stack.admit_input(&case.id, case.input.clone()).await;
-    let started = std::time::Instant::now();
+    let late_decision = late_decision(case);
+    // The guard restarts whenever the script moves on: a long case is not a stuck one.
+    let mut started = std::time::Instant::now();
     loop {
         assert!(started.elapsed() < stack::GUARD, "{}: the run did not settle", case.id);
         let inspection = stack.inspect(&run).await;
@@ -208,10 +273,17 @@ async fn drive(stack: &Stack, case: &Case) -> (String, Value) {
             stack
                 .until(&run, &what, |i| i["attention"].is_null() || step(i, attention)["call"]["pending"].is_null())
                 .await;
+            started = std::time::Instant::now();
             continue;
         }
         if at(&inspection, "await-review") {
-            let seen = step(&inspection, "await-review")["wait"]["observations"].as_u64().unwrap_or(0);
+            let wait = &step(&inspection, "await-review")["wait"];
+            let seen = wait["observations"].as_u64().unwrap_or(0);
+            if wait["nextObservationAt"].is_null() && matches!(observations.front(), Some(Reply::Pending { .. })) {
+                // An observation is under way: the next one is not scheduled yet.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
             match observations.pop_front() {
                 Some(Reply::Complete { value }) => {
                     let decision = value["decision"].as_str().unwrap_or("approved");
@@ -219,7 +291,8 @@ async fn drive(stack: &Stack, case: &Case) -> (String, Value) {
                     assert_eq!(status, 200, "{}: decide: {answer}", case.id);
                     stack.nudge(REVIEW).await;
                 }
-                Some(Reply::Pending { .. }) => stack.nudge(REVIEW).await,
+                // The clock reaches the next observation, as the scenario's does.
+                Some(Reply::Pending { .. }) => travel_to(stack, &wait["nextObservationAt"]),
                 Some(other) => panic!("{}: an observation cannot be `{}`", case.id, other.type_name()),
                 None if cancel => {
                     cancel = false;
@@ -227,17 +300,57 @@ async fn drive(stack: &Stack, case: &Case) -> (String, Value) {
                     assert_eq!(status, 202, "{}: cancel: {answer}", case.id);
                     continue;
                 }
-                None => panic!("{}: the run waits for an observation the case does not script", case.id),
+                None => {
+                    // Nothing more is observed: the clock reaches the wait's timeout
+                    // (the reviewer deciding in the last instant when the late read finds a decision).
+                    if let Some(decision) = &late_decision {
+                        let (status, answer) = stack.decide(REVIEW, decision).await;
+                        assert_eq!(status, 200, "{}: decide: {answer}", case.id);
+                    }
+                    travel_to(stack, &wait["timeoutAt"]);
+                    let what = format!("{}: the wait's timeout", case.id);
+                    until(stack, &run, &what, |i| !at(i, "await-review")).await;
+                    started = std::time::Instant::now();
+                    continue;
+                }
             }
             let what = format!("{}: observation {}", case.id, seen + 1);
-            stack
-                .until(&run, &what, |i| {
-                    !at(i, "await-review") || step(i, "await-review")["wait"]["observations"].as_u64() > Some(seen)
-                })
-                .await;
+            until(stack, &run, &what, |i| {
+                !at(i, "await-review") || step(i, "await-review")["wait"]["observations"].as_u64() > Some(seen)
+            })
+            .await;
+            started = std::time::Instant::now();
             continue;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if let Some(current) = inspection["currentStep"].as_str()
+            && step(&inspection, current)["call"]["pending"] == "attempt"
+            && step(&inspection, current)["call"]["attempts"].as_u64() >= Some(1)
+            && case.replies.get(current).is_some_and(|r| r.iter().all(|r| matches!(r, Reply::Retryable { .. })))
+        {
+            // The product answers nothing but "try later" until the run's deadline:
+            // the clock jumps to shortly before it (the retries in between are not
+            // replayed), goes to each retry left, then to the deadline itself.
+            let deadline = ms(&inspection["deadlineAt"]);
+            let next = ms(&step(&inspection, current)["call"]["nextAttemptAt"]);
+            if next >= deadline {
+                travel_to_ms(stack, deadline);
+                let what = format!("{}: the run deadline", case.id);
+                until(stack, &run, &what, |i| i["state"] != "running").await;
+            } else {
+                travel_to_ms(stack, next.max(deadline - BEFORE_DEADLINE_MS));
+                let what = format!("{}: the retry of {current}", case.id);
+                until(stack, &run, &what, |i| {
+                    i["state"] != "running"
+                        || step(i, current)["call"]["nextAttemptAt"]
+                            .as_str()
+                            .is_some_and(|t| Instant::parse_rfc3339(t).is_some_and(|t| t.0 > next))
+                })
+                .await;
+            }
+            started = std::time::Instant::now();
+            continue;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -324,4 +437,8 @@ parity! {
     refusal_that_is_not_declared => "refusal-that-is-not-declared",
     uncertain_withdrawal_on_the_cancel_route_needs_an_operator => "uncertain-withdrawal-on-the-cancel-route-needs-an-operator",
     a_scripted_cancel_ends_a_run_waiting_for_an_operator => "a-scripted-cancel-ends-a-run-waiting-for-an-operator",
+    decided_after_timeout => "decided-after-timeout",
+    withdrawn_after_timeout => "withdrawn-after-timeout",
+    run_deadline => "run-deadline",
+    receipt_not_found_leaves_the_effect_unknown => "receipt-not-found-leaves-the-effect-unknown",
 }

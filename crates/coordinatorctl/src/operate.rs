@@ -172,17 +172,7 @@ mod tests {
 
     #[test]
     fn every_operator_refusal_names_its_rule() {
-        for code in [
-            "operation.never-repeat",
-            "operation.no-receipt",
-            "run.deadline-reached",
-            "run.ended",
-            "run.restore-hold",
-            "step.effect-not-unknown",
-            "step.not-a-call",
-            "step.receipt-pending",
-            "step.attempt-pending",
-        ] {
+        for code in coordinator_core::machine::REFUSAL_CODES {
             assert!(rule(code).is_some(), "{code}");
         }
     }

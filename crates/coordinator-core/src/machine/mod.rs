@@ -116,7 +116,22 @@ fn ignored(reason: impl Into<String>) -> Outcome {
     Outcome::Ignored { reason: reason.into() }
 }
 
+/// Every code the machine refuses an operator command with (stable: the API
+/// answers them as `409` codes, and `coordinatorctl` explains each).
+pub const REFUSAL_CODES: [&str; 9] = [
+    "operation.never-repeat",
+    "operation.no-receipt",
+    "run.deadline-reached",
+    "run.ended",
+    "run.restore-hold",
+    "step.effect-not-unknown",
+    "step.not-a-call",
+    "step.receipt-pending",
+    "step.attempt-pending",
+];
+
 fn refused(code: &str, message: impl Into<String>) -> Outcome {
+    debug_assert!(REFUSAL_CODES.contains(&code), "refusal code `{code}` is not in REFUSAL_CODES");
     Outcome::Refused { code: code.to_owned(), message: message.into() }
 }
 

@@ -86,6 +86,27 @@ async fn drop_response_after_effect_closes_the_connection_and_the_receipt_finds_
 }
 
 #[tokio::test]
+async fn drop_request_closes_the_connection_without_acting_and_keeps_no_receipt() {
+    let h = start_default().await;
+    let fault = json!({"operation": "submit-message/v1", "fault": "drop-request"});
+    assert_eq!(h.fault("messaging", &fault).await, StatusCode::OK);
+    let lost = h.operation("messaging", "submit-message/v1", Some("run-1:send"), &message("p")).send().await;
+    let error = match lost {
+        Ok(response) => panic!("expected no answer, got {}", response.status()),
+        Err(e) => e,
+    };
+    assert!(!error.is_timeout() && !error.is_status(), "{error:?}");
+    assert_eq!(h.counts("messaging", "submit-message/v1", Some("run-1:send")).await, (1, 0));
+    assert_eq!(h.receipt("messaging", "run-1:send").await.status(), StatusCode::NOT_FOUND);
+    assert!(h.sims.messaging.sent().is_empty());
+
+    // A resend with the key acts, for the first time.
+    h.accepted("messaging", "submit-message/v1", Some("run-1:send"), &message("p")).await;
+    assert_eq!(h.counts("messaging", "submit-message/v1", Some("run-1:send")).await, (2, 1));
+    assert_eq!(h.sims.messaging.sent().len(), 1);
+}
+
+#[tokio::test]
 async fn faults_can_be_cleared_and_bad_fault_requests_are_refused() {
     let h = start_default().await;
     let fault = json!({"operation": "submit-message/v1", "fault": "unavailable", "count": 5});

@@ -7,13 +7,14 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use coordinator_core::machine::REFUSAL_CODES;
 use coordinator_core::machine::event::Event;
 use coordinator_core::model::runtime::Role;
 use serde_json::json;
 
 use super::ApiError;
 use super::auth::{Caller, run_for};
-use crate::engine::{Engine, now_ms};
+use crate::engine::Engine;
 use crate::error::EngineError;
 
 /// `POST /v1/runs/{id}/cancel`.
@@ -49,7 +50,7 @@ pub(super) async fn reconcile(
 /// for the run's workflow. The journal records the caller as the actor.
 async fn operate(engine: &Engine, caller: &Caller, id: &str, event: Event) -> Result<Response, ApiError> {
     run_for(engine, caller, id, Role::Operate).await?;
-    match engine.handle_as(id, &event, now_ms(), caller.subject()).await {
+    match engine.handle_as(id, &event, engine.now(), caller.subject()).await {
         Ok(()) => {
             let view = engine.view(id).await?;
             Ok((StatusCode::ACCEPTED, Json(json!({"runId": id, "state": view.state.as_str()}))).into_response())
@@ -69,16 +70,5 @@ async fn operate(engine: &Engine, caller: &Caller, id: &str, event: Event) -> Re
 
 /// The stable refusal codes the machine gives operator commands.
 fn refusal_code(code: &str) -> &'static str {
-    const CODES: [&str; 9] = [
-        "operation.never-repeat",
-        "operation.no-receipt",
-        "run.deadline-reached",
-        "run.ended",
-        "run.restore-hold",
-        "step.effect-not-unknown",
-        "step.not-a-call",
-        "step.receipt-pending",
-        "step.attempt-pending",
-    ];
-    CODES.iter().find(|c| **c == code).copied().unwrap_or("operation.refused")
+    REFUSAL_CODES.iter().find(|c| **c == code).copied().unwrap_or("operation.refused")
 }
