@@ -11,11 +11,11 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use coordinator_core::check::{ProjectSource, SourceError, check_project};
+use coordinator_core::check::{SourceError, check_project};
 use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::machine::Settings;
 use coordinator_core::package;
@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 use crate::access::Access;
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::project_dir::ProjectDir;
 
 /// How long the casework simulator takes to decide a review by itself in dev.
 pub const AUTO_DECIDE: Duration = Duration::from_secs(2);
@@ -115,7 +116,7 @@ impl Dev {
 /// # Errors
 /// [`DevError`] when the project is refused or anything cannot start.
 pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
-    let report = check_project(&ProjectDir(options.project.clone()))?;
+    let report = check_project(&ProjectDir::new(options.project.clone()))?;
     let Some(checked) = report.checked else { return Err(DevError::Refused(report.diagnostics)) };
     let built = package::build(&checked, env!("CARGO_PKG_VERSION")).map_err(|e| DevError::Io(e.to_string()))?;
 
@@ -236,39 +237,4 @@ fn random_bytes() -> Result<Vec<u8>, DevError> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A project directory on disk, for the checker.
-struct ProjectDir(PathBuf);
-
-impl ProjectSource for ProjectDir {
-    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
-        read_optional(&self.0.join(path), path)
-    }
-
-    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
-        let unreadable = |e: std::io::Error| SourceError::Unreadable { path: "catalog/".into(), reason: e.to_string() };
-        let entries = match std::fs::read_dir(self.0.join("catalog")) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(unreadable(e)),
-        };
-        let mut files = Vec::new();
-        for entry in entries {
-            let name = entry.map_err(unreadable)?.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".yaml") || name.ends_with(".yml") {
-                files.push(format!("catalog/{name}"));
-            }
-        }
-        files.sort();
-        Ok(files)
-    }
-}
-
-fn read_optional(file: &Path, path: &str) -> Result<Option<String>, SourceError> {
-    match std::fs::read_to_string(file) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SourceError::Unreadable { path: path.to_owned(), reason: e.to_string() }),
-    }
 }

@@ -26,6 +26,7 @@ pub mod hold;
 pub mod inspection;
 pub mod metrics;
 pub mod oidc;
+pub mod project_dir;
 pub mod run_id;
 pub mod serve;
 pub mod signature;

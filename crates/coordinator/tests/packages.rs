@@ -5,31 +5,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use coordinator::dev::Dev;
-use coordinator_core::check::{ProjectSource, SourceError, check_project};
+use coordinator::project_dir::ProjectDir;
+use coordinator_core::check::check_project;
 use coordinator_core::package;
 use serde_json::{Value, json};
 use support::{TOKEN, get, on_runtime, post, repo, sample_input, start};
-
-/// A project directory on disk, for the checker.
-struct ProjectDir(PathBuf);
-
-impl ProjectSource for ProjectDir {
-    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
-        match std::fs::read_to_string(self.0.join(path)) {
-            Ok(text) => Ok(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SourceError::Unreadable { path: path.to_owned(), reason: e.to_string() }),
-        }
-    }
-
-    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
-        Ok(Vec::new())
-    }
-}
 
 /// A copy of examples/reviewed-notice in `dir` whose workflow.yaml went through `edit`,
 /// packaged as `coordinatorctl package` would: (bytes, digest, revision).
@@ -40,7 +24,7 @@ fn modified_package(dir: &Path, edit: impl Fn(&str) -> String) -> (Vec<u8>, Stri
         let text = if file == "workflow.yaml" { edit(&text) } else { text };
         std::fs::write(dir.join(file), text).unwrap_or_else(|e| panic!("{file}: {e}"));
     }
-    let report = check_project(&ProjectDir(dir.to_path_buf())).unwrap_or_else(|e| panic!("check: {e}"));
+    let report = check_project(&ProjectDir::new(dir)).unwrap_or_else(|e| panic!("check: {e}"));
     let Some(checked) = report.checked else { panic!("the modified project was refused: {:?}", report.diagnostics) };
     let built = package::build(&checked, "test").unwrap_or_else(|e| panic!("package: {e}"));
     (built.bytes, built.digest, checked.revision)

@@ -53,10 +53,10 @@ mod stack;
 mod support;
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use coordinator_core::check::{ProjectSource, SourceError, check_project};
+use coordinator::project_dir::ProjectDir;
+use coordinator_core::check::check_project;
 use coordinator_core::decode::{self, Decoder};
 use coordinator_core::machine::Settings;
 use coordinator_core::machine::compiled::Workflow;
@@ -77,27 +77,10 @@ const NOT_COMPARED: &[(&str, &str)] = &[];
 /// The only review request of a case's fresh simulators.
 const REVIEW: &str = "review-1";
 
-/// The flagship project on disk, for the checker.
-struct Dir(PathBuf);
-
-impl ProjectSource for Dir {
-    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
-        match std::fs::read_to_string(self.0.join(path)) {
-            Ok(text) => Ok(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SourceError::Unreadable { path: path.to_owned(), reason: e.to_string() }),
-        }
-    }
-
-    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
-        Ok(Vec::new())
-    }
-}
-
 /// The flagship compiled as `coordinatorctl test` compiles it, and its scenarios.
 fn flagship() -> (Workflow, Vec<Case>) {
     let project = repo().join("examples/reviewed-notice");
-    let report = check_project(&Dir(project.clone())).unwrap_or_else(|e| panic!("check: {e}"));
+    let report = check_project(&ProjectDir::new(project.clone())).unwrap_or_else(|e| panic!("check: {e}"));
     let Some(checked) = report.checked else { panic!("the flagship was refused: {:?}", report.diagnostics) };
     let workflow = Workflow::compile(checked.definition, Limits::default()).unwrap_or_else(|e| panic!("compile: {e}"));
     let text = std::fs::read_to_string(project.join("scenarios.yaml")).unwrap_or_else(|e| panic!("{e}"));

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use coordinator_core::check::{ProjectSource, SourceError, check_project};
+use coordinator::project_dir::ProjectDir;
+use coordinator_core::check::check_project;
 use coordinator_core::package;
 use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};
 
@@ -53,7 +54,7 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
 /// The package of a project directory, as `coordinatorctl package` of this
 /// workspace version writes it: (bytes, digest).
 pub fn package_of(project: &Path) -> (Vec<u8>, String) {
-    let report = check_project(&Dir(project.to_path_buf())).unwrap_or_else(|e| panic!("check: {e}"));
+    let report = check_project(&ProjectDir::new(project)).unwrap_or_else(|e| panic!("check: {e}"));
     let Some(checked) = report.checked else { panic!("{} was refused: {:?}", project.display(), report.diagnostics) };
     let built = package::build(&checked, env!("CARGO_PKG_VERSION")).unwrap_or_else(|e| panic!("package: {e}"));
     (built.bytes, built.digest)
@@ -154,21 +155,4 @@ pub fn eager_reviewed_notice(dir: &Path) -> PathBuf {
     assert_ne!(eager, workflow, "the review wait was not found in workflow.yaml");
     std::fs::write(project.join("workflow.yaml"), eager).unwrap_or_else(|e| panic!("{e}"));
     project
-}
-
-/// A project directory on disk, for the checker.
-struct Dir(PathBuf);
-
-impl ProjectSource for Dir {
-    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
-        match std::fs::read_to_string(self.0.join(path)) {
-            Ok(text) => Ok(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SourceError::Unreadable { path: path.to_owned(), reason: e.to_string() }),
-        }
-    }
-
-    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
-        Ok(Vec::new())
-    }
 }
