@@ -38,6 +38,7 @@ const UPDATE_RUN: &str = "UPDATE runs SET snapshot = $1, state = $2, held = $3, 
      version = version + 1 WHERE id = $5 AND version = $6";
 const LOAD_RUN: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
      admitted_at, updated_at, version, snapshot FROM runs WHERE id = $1";
+const REVISION_OF: &str = "SELECT revision FROM runs WHERE id = $1";
 const LIST_RUNS: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
      admitted_at, updated_at, version, snapshot FROM runs \
      WHERE ($1 IS NULL OR workflow = $1) AND ($2 IS NULL OR state = $2) AND ($3 IS NULL OR owner = $3) \
@@ -330,6 +331,12 @@ impl Store {
     pub async fn load(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
         tx.fetch_optional(LOAD_RUN, vec![run_id.into()]).await?.map(|r| run_row(&r)).transpose()
+    }
+
+    /// The revision a run is pinned to (immutable), without reading its snapshot.
+    pub async fn revision_of(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        tx.fetch_optional(REVISION_OF, vec![run_id.into()]).await?.map(|r| r.get(0)).transpose()
     }
 
     /// Runs matching `filter`, oldest first, `limit` at a time, after `cursor`.

@@ -133,6 +133,8 @@ async fn migrate_is_idempotent(store: &Store) {
     let wf = workflow();
     admit(store, &wf, &run_id(1), T0).await;
     assert!(ok(store.load(&run_id(1)).await, "load").is_some());
+    assert_eq!(ok(store.revision_of(&run_id(1)).await, "revision"), Some(wf.revision.clone()));
+    assert_eq!(ok(store.revision_of(&run_id(2)).await, "no such run"), None);
 }
 
 async fn packages_are_stored_and_activated(store: &Store) {

@@ -308,11 +308,14 @@ impl Engine {
             return same_run(&existing, &new);
         }
         let mut committed = Committed::default();
+        let mut first_state = None;
         let first = || -> Result<Decision, EngineError> {
             let run = Run::new(&new.id, &active, Instant(now), input);
             let t = decide(&wf, &run, &Event::Admitted, Instant(now), &self.settings);
             committed = Committed::of(&t.actions);
-            self.conclude(run, &t)
+            let decision = self.conclude(run, &t)?;
+            first_state = Some(decision.state);
+            Ok(decision)
         };
         let admitted = match event {
             None => self.store.admit(&new, first).await,
@@ -337,8 +340,12 @@ impl Engine {
             self.metrics.admitted(committed, started.elapsed());
             self.wake.notify_one();
         }
-        let row = self.store.load(admission.run_id()).await?.ok_or(EngineError::RunNotFound)?;
-        Ok(AdmitResult { run_id: row.id, created, state: row.state })
+        // A run created now is in the state its first decision left; an earlier one is read back.
+        let state = match (created, first_state) {
+            (true, Some(state)) => state,
+            _ => self.store.load(admission.run_id()).await?.ok_or(EngineError::RunNotFound)?.state,
+        };
+        Ok(AdmitResult { run_id: admission.run_id().to_owned(), created, state })
     }
 
     /// Applies one event to a run under its lock (no claim fence: API events).
@@ -425,8 +432,8 @@ impl Engine {
 
     /// The workflow a stored run is pinned to.
     pub(crate) async fn workflow_of(&self, run_id: &str) -> Result<Arc<Workflow>, EngineError> {
-        let row = self.store.load(run_id).await?.ok_or(EngineError::RunNotFound)?;
-        self.workflow(&row.revision).await
+        let revision = self.store.revision_of(run_id).await?.ok_or(EngineError::RunNotFound)?;
+        self.workflow(&revision).await
     }
 
     /// The decide closure every apply runs under the run lock.
