@@ -1,24 +1,26 @@
 //! The audit journal's hash chain (SPEC §4): the canonical encoding of an
 //! entry, its hash, and verification of a journal read back.
 //!
-//! Every entry has a chain **position** (1, 2, 3, … with no gap, in commit
-//! order), the hash of the entry before it (`prevHash`; the first entry's is
-//! [`GENESIS`]) and its own `hash`:
+//! Every entry has a chain **position** (1, 2, 3, … with no gap, in the order
+//! the store sealed entries into the chain), the hash of the entry before it
+//! (`prevHash`; the first entry's is [`GENESIS`]) and its own `hash`:
 //!
 //! ```text
 //! hash = lowercase hex SHA-256( "coordinator.audit.v1\n" ‖ JCS({position, runId, at, kind, step, actor, detail, prevHash}) )
 //! ```
 //!
 //! where JCS is the RFC 8785 canonical JSON of the object (absent values are
-//! `null`, `at` is milliseconds since the epoch). The store computes it in the
-//! transaction that writes the entry; any client recomputes it with
-//! [`Verifier`] (or [`verify`]) from the entries alone, so `coordinatorctl`
-//! needs no database code. Editing an entry breaks its hash, deleting one
-//! leaves a gap, reordering breaks the hashes (each covers its position), and
-//! an edit whose hash was recomputed breaks the next entry's `prevHash`. The
-//! journal's recorded head (last position and hash) catches a truncated tail.
-//! Rewriting the whole tail *and* the head is only caught against a head
-//! recorded elsewhere before (an anchor): print it with `audit verify`.
+//! `null`, `at` is milliseconds since the epoch). The store computes it when
+//! it seals the entry, shortly after the transaction that wrote it; any
+//! client recomputes it with [`Verifier`] (or [`verify`]) from the entries
+//! alone, so `coordinatorctl` needs no database code. Editing an entry breaks
+//! its hash, deleting one leaves a gap, reordering breaks the hashes (each
+//! covers its position), and an edit whose hash was recomputed breaks the
+//! next entry's `prevHash`. The journal's recorded head (last position and
+//! hash) catches a truncated tail. Rewriting the whole tail *and* the head is
+//! only caught against a head recorded elsewhere before (an anchor): print it
+//! with `audit verify`. An entry edited before it was sealed is chained as
+//! edited: the chain protects entries from their sealing on.
 //!
 //! Pure: no IO, no clock.
 
@@ -53,7 +55,7 @@ pub struct Content<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
-    /// The chain position (1-based, no gaps, in commit order).
+    /// The chain position (1-based, no gaps, in the order entries were sealed).
     pub position: i64,
     /// The run; `None` for a deployment-level entry.
     pub run_id: Option<String>,

@@ -1,17 +1,38 @@
-//! The audit journal (SPEC §4): appending chained entries inside the
-//! transaction that writes what they record, reading them back page by page,
-//! and chaining entries an older schema wrote.
+//! The audit journal (SPEC §4): writing entries inside the transaction that
+//! writes what they record, sealing them into the hash chain shortly after,
+//! and reading the chain back page by page.
 //!
 //! The chain itself (canonical encoding, hash, verification) is
-//! `coordinator_core::audit`; this module only keeps it in rows. Appending
-//! locks the one-row `audit_head` (`SELECT … FOR UPDATE` on PostgreSQL; a
-//! SQLite writer holds the database lock anyway), takes the next positions
-//! from it, inserts the entries with their hashes and moves the head. Callers
-//! append last, right before commit, so the lock — which serialises every
-//! audit append across processes — is held only for those few statements and
-//! the commit. Positions therefore follow commit order, which the
-//! auto-increment `seq` does not (two transactions may take ids in one order
-//! and commit in the other).
+//! `coordinator_core::audit`; this module only keeps it in rows.
+//!
+//! Writing and chaining are two steps, so that no commit waits for the chain.
+//! [`append`] inserts a decision's entries as *pending* rows (no `position`,
+//! `prev_hash` or `hash`), in the transaction that records what they describe:
+//! an entry exists if and only if its decision committed. It takes no lock
+//! beyond its own rows (on PostgreSQL, several lines are one `INSERT … SELECT
+//! … FROM unnest(…)`), so commits of different runs and processes do not
+//! serialise on the journal.
+//!
+//! [`seal`] (`Store::seal_audit`, run by the service's sealer every 100 ms,
+//! by `GET /v1/audit` before it reads, and by `Store::migrate`) chains the
+//! committed pending rows in `seq` order after the one-row `audit_head`, in
+//! one transaction: lock the head (`SELECT … FOR UPDATE` on PostgreSQL;
+//! SQLite's `BEGIN IMMEDIATE` holds the write lock), read the pending rows
+//! *after* the lock, compute each entry (`Entry::chained`), write positions
+//! and hashes (one `UPDATE … FROM unnest(…)` on PostgreSQL), move the head,
+//! commit. Positions therefore follow sealing order. A run's entries keep
+//! their order: its transactions are serialised by the run's row lock, so a
+//! later one's rows get larger `seq` values and commit later. Two sealers
+//! serialise on the head's row lock; under READ COMMITTED the second reads the
+//! pending rows with a snapshot taken after the first committed, so no row is
+//! chained twice (and the `UPDATE … WHERE hash IS NULL` count is checked, so
+//! if it ever were, the sealing would be rolled back instead).
+//!
+//! Until it is sealed an entry is not in the chain: [`Store::audit`] shows
+//! positions only, and an edit made to a pending row before sealing is
+//! chained as if it were the original — the window is the sealer's interval.
+//! The partial index `audit_pending` (migration 0007) keeps finding pending
+//! rows cheap however long the journal grows.
 
 use std::borrow::Cow;
 
@@ -23,13 +44,26 @@ use crate::{Store, StoreError};
 const HEAD_SQLITE: &str = "SELECT position, hash FROM audit_head WHERE singleton = 1";
 const HEAD_PG: &str = "SELECT position, hash FROM audit_head WHERE singleton = 1 FOR UPDATE";
 const HEAD_READ: &str = "SELECT position, hash FROM audit_head WHERE singleton = 1";
-const APPEND: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, prev_hash, hash) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+const APPEND_SQLITE: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor) VALUES ($1, $2, $3, $4, $5, $6)";
+/// All lines in one statement; `ORDER BY` the lines' order, so `seq` (taken as
+/// the sorted rows are inserted) follows it.
+const APPEND_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor) \
+     SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text \
+     FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(run_id, kind, step, detail, n) \
+     ORDER BY u.n";
 const MOVE_HEAD: &str = "UPDATE audit_head SET position = $1, hash = $2 WHERE singleton = 1";
 const PAGE: &str = "SELECT position, run_id, at, kind, step, actor, detail, prev_hash, hash FROM audit \
      WHERE position > $1 AND position <= $2 AND ($3 IS NULL OR run_id = $3) ORDER BY position LIMIT $4";
-const UNCHAINED: &str = "SELECT seq, run_id, at, kind, step, actor, detail FROM audit WHERE hash IS NULL ORDER BY seq";
-const CHAIN: &str = "UPDATE audit SET position = $1, prev_hash = $2, hash = $3 WHERE seq = $4";
+/// Whether anything is pending, without a lock (the partial index `audit_pending`).
+const ANY_PENDING: &str = "SELECT seq FROM audit WHERE hash IS NULL ORDER BY seq LIMIT 1";
+const PENDING: &str =
+    "SELECT seq, run_id, at, kind, step, actor, detail FROM audit WHERE hash IS NULL ORDER BY seq LIMIT $1";
+const SEAL_SQLITE: &str = "UPDATE audit SET position = $1, prev_hash = $2, hash = $3 WHERE seq = $4 AND hash IS NULL";
+const SEAL_PG: &str = "UPDATE audit AS a SET position = u.position, prev_hash = u.prev_hash, hash = u.hash \
+     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(seq, position, prev_hash, hash) \
+     WHERE a.seq = u.seq AND a.hash IS NULL";
+/// Entries sealed per transaction by [`seal_all`].
+const SEAL_ALL_BATCH: u32 = 1000;
 
 /// One entry to append, before it is chained.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,9 +87,10 @@ pub struct AuditPage {
     pub next: Option<i64>,
 }
 
-/// Appends `lines` to the chain inside `tx`, recorded for `run_id` (`None`:
-/// the deployment) at `at`, caused by `actor` (`None`: the coordinator).
-/// Call it last before commit: it locks the journal's head until then.
+/// Writes `lines` inside `tx` as pending entries (not chained yet: [`seal`]
+/// does that after commit), recorded for `run_id` (`None`: the deployment) at
+/// `at`, caused by `actor` (`None`: the coordinator), in the order given. It
+/// takes no lock on the journal.
 pub(crate) async fn append(
     tx: &mut Tx,
     run_id: Option<&str>,
@@ -63,32 +98,50 @@ pub(crate) async fn append(
     actor: Option<&str>,
     lines: &[Line<'_>],
 ) -> Result<(), StoreError> {
-    if lines.is_empty() {
+    let entries: Vec<(Option<&str>, &Line<'_>)> = lines.iter().map(|line| (run_id, line)).collect();
+    append_entries(tx, at, actor, &entries).await
+}
+
+/// [`append`] for entries of several runs (a batch's decisions), in the order given.
+pub(crate) async fn append_entries(
+    tx: &mut Tx,
+    at: i64,
+    actor: Option<&str>,
+    entries: &[(Option<&str>, &Line<'_>)],
+) -> Result<(), StoreError> {
+    if entries.is_empty() {
         return Ok(());
     }
-    let lock = match tx.dialect() {
-        Dialect::Sqlite => HEAD_SQLITE,
-        Dialect::Pg => HEAD_PG,
-    };
-    let mut head = read_head(tx, lock).await?;
-    for line in lines {
-        let content = Content { run_id, at, kind: line.kind, step: line.step, actor, detail: &line.detail };
-        let entry = Entry::chained(&head, &content);
-        let args: Vec<Arg> = vec![
-            run_id.into(),
-            at.into(),
-            line.kind.into(),
-            line.step.into(),
-            entry.detail.as_str().into(),
-            actor.into(),
-            entry.position.into(),
-            entry.prev_hash.as_str().into(),
-            entry.hash.as_str().into(),
-        ];
-        tx.execute(APPEND, args).await?;
-        head = entry.head();
+    match tx.dialect() {
+        Dialect::Pg => {
+            let runs = entries.iter().map(|(run, _)| run.map(str::to_owned)).collect();
+            let kinds = entries.iter().map(|(_, l)| l.kind.to_owned()).collect();
+            let steps = entries.iter().map(|(_, l)| l.step.map(str::to_owned)).collect();
+            let details = entries.iter().map(|(_, l)| l.detail.clone().into_owned()).collect();
+            let args: Vec<Arg> = vec![
+                Arg::MaybeTexts(runs),
+                at.into(),
+                Arg::Texts(kinds),
+                Arg::MaybeTexts(steps),
+                Arg::Texts(details),
+                actor.into(),
+            ];
+            tx.execute(APPEND_PG, args).await?;
+        }
+        Dialect::Sqlite => {
+            for (run_id, line) in entries {
+                let args: Vec<Arg> = vec![
+                    (*run_id).into(),
+                    at.into(),
+                    line.kind.into(),
+                    line.step.into(),
+                    line.detail.as_ref().into(),
+                    actor.into(),
+                ];
+                tx.execute(APPEND_SQLITE, args).await?;
+            }
+        }
     }
-    tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
     Ok(())
 }
 
@@ -99,19 +152,34 @@ async fn read_head(tx: &mut Tx, sql: &'static str) -> Result<Head, StoreError> {
     }
 }
 
-/// Chains the entries an older schema wrote (no hash yet), in the order they
-/// were written, after the current head. Idempotent; run by `Store::migrate`.
-pub(crate) async fn chain_unchained(store: &Store) -> Result<(), StoreError> {
+/// Chains up to `limit` committed pending entries, in `seq` order, after the
+/// current head, in one transaction; returns how many. Nothing pending: no
+/// lock is taken and nothing is written.
+pub(crate) async fn seal(store: &Store, limit: u32) -> Result<u64, StoreError> {
+    if limit == 0 {
+        return Ok(0);
+    }
+    // The cheap look first, so that an idle sealer takes no lock.
+    let mut look = store.pool.begin_read().await?;
+    let pending = look.fetch_optional(ANY_PENDING, Vec::new()).await?.is_some();
+    drop(look);
+    if !pending {
+        return Ok(0);
+    }
     let mut tx = store.pool.begin().await?;
-    let lock = match tx.dialect() {
+    let dialect = tx.dialect();
+    let lock = match dialect {
         Dialect::Sqlite => HEAD_SQLITE,
         Dialect::Pg => HEAD_PG,
     };
+    // The head first, the pending rows after it, in a later statement: a
+    // sealer that waited for the lock reads them as the one before it left them.
     let mut head = read_head(&mut tx, lock).await?;
-    let rows = tx.fetch_all(UNCHAINED, Vec::new()).await?;
+    let rows = tx.fetch_all(PENDING, vec![i64::from(limit).into()]).await?;
     if rows.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
+    let mut sealed = Vec::with_capacity(rows.len());
     for row in &rows {
         let (seq, run_id, at, kind, step, actor, detail): (
             i64,
@@ -131,13 +199,50 @@ pub(crate) async fn chain_unchained(store: &Store) -> Result<(), StoreError> {
             detail: &detail,
         };
         let entry = Entry::chained(&head, &content);
-        let args: Vec<Arg> =
-            vec![entry.position.into(), entry.prev_hash.as_str().into(), entry.hash.as_str().into(), seq.into()];
-        tx.execute(CHAIN, args).await?;
         head = entry.head();
+        sealed.push((seq, entry));
+    }
+    let count = u64::try_from(sealed.len()).unwrap_or(u64::MAX);
+    let written = match dialect {
+        Dialect::Pg => {
+            let seqs = sealed.iter().map(|(seq, _)| *seq).collect();
+            let positions = sealed.iter().map(|(_, e)| e.position).collect();
+            let prev_hashes = sealed.iter().map(|(_, e)| e.prev_hash.clone()).collect();
+            let hashes = sealed.into_iter().map(|(_, e)| e.hash).collect();
+            let args = vec![Arg::Ints(seqs), Arg::Ints(positions), Arg::Texts(prev_hashes), Arg::Texts(hashes)];
+            tx.execute(SEAL_PG, args).await?
+        }
+        Dialect::Sqlite => {
+            let mut written = 0;
+            for (seq, entry) in sealed {
+                let args: Vec<Arg> = vec![entry.position.into(), entry.prev_hash.into(), entry.hash.into(), seq.into()];
+                written += tx.execute(SEAL_SQLITE, args).await?;
+            }
+            written
+        }
+    };
+    if written != count {
+        // Another writer chained some of these rows: roll back rather than chain one twice.
+        return Err(StoreError::Conflict {
+            what: format!("audit entries sealed concurrently ({written} of {count} still pending)"),
+        });
     }
     tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
-    tx.commit().await
+    tx.commit().await?;
+    Ok(count)
+}
+
+/// Seals every pending entry, [`SEAL_ALL_BATCH`] per transaction (run by
+/// `Store::migrate`: entries an older schema wrote, 0005, are pending too).
+pub(crate) async fn seal_all(store: &Store) -> Result<u64, StoreError> {
+    let mut total = 0;
+    loop {
+        let sealed = seal(store, SEAL_ALL_BATCH).await?;
+        total += sealed;
+        if sealed < u64::from(SEAL_ALL_BATCH) {
+            return Ok(total);
+        }
+    }
 }
 
 fn entry(row: &Row) -> Result<Entry, StoreError> {
@@ -156,10 +261,21 @@ fn entry(row: &Row) -> Result<Entry, StoreError> {
 }
 
 impl Store {
+    /// Seals up to `limit` pending journal entries into the hash chain (in the
+    /// order they were written, after the current head) in one transaction, and
+    /// returns how many; fewer than `limit` means none was left pending when
+    /// it looked. Concurrent calls, in this or other processes, serialise on
+    /// the journal's head and never chain an entry twice.
+    pub async fn seal_audit(&self, limit: u32) -> Result<u64, StoreError> {
+        seal(self, limit).await
+    }
+
     /// Up to `limit` journal entries after position `after`, by position,
     /// only of `run_id` when given (deployment-level entries have none), and
     /// never beyond the head read first — so a reader paging on to the end
-    /// reaches exactly the head it is given, even while entries are appended.
+    /// reaches exactly the head it is given, even while entries are sealed.
+    /// Only sealed entries have positions: pending ones are not shown (seal
+    /// first with [`Store::seal_audit`] to read every committed entry). A pure read.
     pub async fn audit(&self, run_id: Option<&str>, after: i64, limit: u32) -> Result<AuditPage, StoreError> {
         let mut tx = self.pool.begin_read().await?;
         let head = read_head(&mut tx, HEAD_READ).await?;

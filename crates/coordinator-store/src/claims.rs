@@ -35,12 +35,12 @@ const CLAIM_TIMERS_SQLITE: &str = "UPDATE timers SET lease_owner = $1, lease_unt
      WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
      WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
      ORDER BY t.due_at, t.run_id, t.timer LIMIT $4) \
-     RETURNING run_id, timer, due_at";
+     RETURNING run_id, timer, due_at, (SELECT r.revision FROM runs r WHERE r.id = timers.run_id)";
 const CLAIM_TIMERS_PG: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
      WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
      WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
      ORDER BY t.due_at, t.run_id, t.timer LIMIT $4 FOR UPDATE OF t SKIP LOCKED) \
-     RETURNING run_id, timer, due_at";
+     RETURNING run_id, timer, due_at, (SELECT r.revision FROM runs r WHERE r.id = timers.run_id)";
 const RELEASE_WORK: &str = "UPDATE outbox SET lease_owner = NULL, lease_until = NULL, \
      claims = CASE WHEN claims > 0 THEN claims - 1 ELSE 0 END \
      WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
@@ -161,7 +161,12 @@ impl Store {
         let mut claimed = Vec::new();
         for row in tx.fetch_all(sql, args).await? {
             let key: String = row.get(1)?;
-            claimed.push(TimerItem { run_id: row.get(0)?, timer: parse_timer(&key)?, due_at: row.get(2)? });
+            claimed.push(TimerItem {
+                run_id: row.get(0)?,
+                timer: parse_timer(&key)?,
+                due_at: row.get(2)?,
+                revision: row.get(3)?,
+            });
         }
         tx.commit().await?;
         claimed.sort_by(|a, b| {
@@ -260,7 +265,7 @@ fn timer_args(t: &TimerItem, owner: &str) -> Result<Vec<Arg>, StoreError> {
     Ok(vec![t.run_id.as_str().into(), timer_key(&t.timer)?.into(), t.due_at.into(), owner.into()])
 }
 
-fn describe(claim: &Claim) -> String {
+pub(crate) fn describe(claim: &Claim) -> String {
     match claim {
         Claim::Work(w) => format!("{} of step {} (attempt {}) of run {}", w.kind.as_str(), w.step, w.attempt, w.run_id),
         Claim::Timer(t) => format!("timer {:?} of run {}", t.timer, t.run_id),

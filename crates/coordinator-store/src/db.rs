@@ -38,8 +38,7 @@ pub(crate) enum Dialect {
 }
 
 /// Connections per process to PostgreSQL: few enough for several processes to
-/// share the server's default 100 (24 fired timers no faster than 10: the audit
-/// journal's append is serialised, bench/RESULTS.md).
+/// share the server's default 100.
 const PG_MAX_CONNECTIONS: u32 = 10;
 
 impl Pool {
@@ -95,6 +94,16 @@ pub(crate) enum Arg {
     MaybeInt(Option<i64>),
     Flag(bool),
     Bytes(Vec<u8>),
+    /// A PostgreSQL `text[]` (set-based statements over `unnest`; SQLite has no arrays).
+    Texts(Vec<String>),
+    /// A PostgreSQL `text[]` with NULLs.
+    MaybeTexts(Vec<Option<String>>),
+    /// A PostgreSQL `bigint[]`.
+    Ints(Vec<i64>),
+    /// A PostgreSQL `bool[]`.
+    Flags(Vec<bool>),
+    /// A PostgreSQL `bytea[]`.
+    Blobs(Vec<Vec<u8>>),
 }
 
 impl From<&str> for Arg {
@@ -133,23 +142,49 @@ impl From<&[u8]> for Arg {
     }
 }
 
-/// Binds every argument in order, for either backend's query type.
-macro_rules! bind_all {
-    ($sql:expr, $args:expr) => {{
-        let mut q = sqlx::query($sql);
-        for arg in $args {
-            q = match arg {
-                Arg::Text(v) => q.bind(v),
-                Arg::MaybeText(v) => q.bind(v),
-                Arg::Int(v) => q.bind(v),
-                Arg::MaybeInt(v) => q.bind(v),
-                Arg::Flag(v) => q.bind(v),
-                Arg::Bytes(v) => q.bind(v),
-            };
-        }
-        q
-    }};
+/// Binds every argument in order to a SQLite query. Arrays have no SQLite
+/// type: a statement that binds one is written for PostgreSQL only.
+fn bind_sqlite(sql: &'static str, args: Vec<Arg>) -> Result<SqliteQuery, StoreError> {
+    let mut q = sqlx::query(sql);
+    for arg in args {
+        q = match arg {
+            Arg::Text(v) => q.bind(v),
+            Arg::MaybeText(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::MaybeInt(v) => q.bind(v),
+            Arg::Flag(v) => q.bind(v),
+            Arg::Bytes(v) => q.bind(v),
+            Arg::Texts(_) | Arg::MaybeTexts(_) | Arg::Ints(_) | Arg::Flags(_) | Arg::Blobs(_) => {
+                return Err(StoreError::Database(format!("an array bound to a SQLite statement: {sql}")));
+            }
+        };
+    }
+    Ok(q)
 }
+
+/// Binds every argument in order to a PostgreSQL query.
+fn bind_pg(sql: &'static str, args: Vec<Arg>) -> PgQuery {
+    let mut q = sqlx::query(sql);
+    for arg in args {
+        q = match arg {
+            Arg::Text(v) => q.bind(v),
+            Arg::MaybeText(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::MaybeInt(v) => q.bind(v),
+            Arg::Flag(v) => q.bind(v),
+            Arg::Bytes(v) => q.bind(v),
+            Arg::Texts(v) => q.bind(v),
+            Arg::MaybeTexts(v) => q.bind(v),
+            Arg::Ints(v) => q.bind(v),
+            Arg::Flags(v) => q.bind(v),
+            Arg::Blobs(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+type SqliteQuery = sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments>;
+type PgQuery = sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments>;
 
 /// An open transaction. Dropping it without [`Tx::commit`] rolls it back.
 pub(crate) enum Tx {
@@ -169,8 +204,8 @@ impl Tx {
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
         match self {
-            Tx::Sqlite(tx) => Ok(bind_all!(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
-            Tx::Pg(tx) => Ok(bind_all!(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
+            Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?.execute(&mut **tx).await.map_err(db)?.rows_affected()),
+            Tx::Pg(tx) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
         }
     }
 
@@ -181,19 +216,23 @@ impl Tx {
         args: Vec<Arg>,
     ) -> Result<Option<Row>, StoreError> {
         match self {
-            Tx::Sqlite(tx) => Ok(bind_all!(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Sqlite)),
-            Tx::Pg(tx) => Ok(bind_all!(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
+            Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Sqlite)),
+            Tx::Pg(tx) => Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
         }
     }
 
     /// Runs a query returning any number of rows.
     pub(crate) async fn fetch_all(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Row>, StoreError> {
         match self {
-            Tx::Sqlite(tx) => {
-                Ok(bind_all!(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Sqlite).collect())
-            }
+            Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(db)?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect()),
             Tx::Pg(tx) => {
-                Ok(bind_all!(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Pg).collect())
+                Ok(bind_pg(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Pg).collect())
             }
         }
     }

@@ -14,12 +14,14 @@
 //! (lock, decide, persist, commit — SPEC §5). Snapshots are opaque bytes.
 //!
 //! Modules: `db` (dialect adapter), `persist` (action → SQL), `audit` (the
-//! hash-chained journal: append before commit, read, chain old rows), `runs`
+//! hash-chained journal: pending entries written with their decision, sealed
+//! into the chain after commit, read), `runs`
 //! (admission, apply, reads), `events` (trigger events admitted, by id), `claims` (leases on outbox and timer rows),
 //! `waits` (the completion-reference index), `wakeups` (cross-process
 //! notification of new work), `types` (interface values).
 
 mod audit;
+mod batch;
 mod claims;
 mod db;
 mod events;
@@ -54,6 +56,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (4, "restore hold", include_str!("../migrations/sqlite/0004_restore_hold.sql")),
     (5, "audit chain", include_str!("../migrations/sqlite/0005_audit_chain.sql")),
     (6, "claim order indexes", include_str!("../migrations/sqlite/0006_claim_order_indexes.sql")),
+    (7, "audit pending index", include_str!("../migrations/sqlite/0007_audit_pending.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -62,6 +65,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (4, "restore hold", include_str!("../migrations/pg/0004_restore_hold.sql")),
     (5, "audit chain", include_str!("../migrations/pg/0005_audit_chain.sql")),
     (6, "claim order indexes", include_str!("../migrations/pg/0006_claim_order_indexes.sql")),
+    (7, "audit pending index", include_str!("../migrations/pg/0007_audit_pending.sql")),
 ];
 
 /// What can go wrong in the store.
@@ -127,8 +131,9 @@ impl Store {
     }
 
     /// Brings the schema up to date, applying the migrations a database has not
-    /// had yet (an existing database is upgraded in place), then chains any
-    /// audit entries written before the journal was hash-chained (0005).
+    /// had yet (an existing database is upgraded in place), then seals every
+    /// pending audit entry into the chain (those written before the journal
+    /// was hash-chained, 0005, as well as any not sealed yet).
     /// Idempotent.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let (migrations, dialect) = match &self.pool {
@@ -147,7 +152,7 @@ impl Store {
             db::Pool::Pg(p) => migrator.run(p).await,
         };
         result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))?;
-        audit::chain_unchained(self).await
+        audit::seal_all(self).await.map(|_| ())
     }
 
     /// Closes every connection (waits for those in use to be returned).

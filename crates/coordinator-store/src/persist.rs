@@ -16,8 +16,9 @@
 //! processes (`wakeups::notify`, once, on PostgreSQL; delivered at commit).
 //!
 //! Audit entries are not written here: [`persist`] returns them, and the
-//! caller appends them to the chain (`audit::append`) last, right before
-//! commit, so the journal's head stays locked as briefly as possible.
+//! caller writes them (`audit::append`) with the run row, as pending entries
+//! the sealer chains after commit. `batch` groups the same writes of many
+//! runs' decisions into set-based statements.
 
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::event::Timer;
@@ -45,7 +46,7 @@ pub(crate) enum Write<'a> {
     CloseWait { step: &'a str },
     /// Delete every outbox, timer and wait row of the run.
     EndWork,
-    /// Append an audit entry (returned by [`persist`], chained by the caller).
+    /// Append an audit entry (returned by [`persist`], written by the caller).
     Journal { kind: AuditKind, step: Option<&'a str>, detail: &'a str },
 }
 
@@ -137,7 +138,7 @@ const END_WAITS: &str = "DELETE FROM waits WHERE run_id = $1";
 
 /// Persists every action of a decision, in order, inside `tx`; notifies other
 /// processes once if any of them queued work or set a timer. Returns the
-/// decision's audit entries, in order, for the caller to chain before commit.
+/// decision's audit entries, in order, for the caller to write.
 pub(crate) async fn persist<'a>(
     tx: &mut Tx,
     run_id: &str,
@@ -163,7 +164,7 @@ pub(crate) async fn persist<'a>(
     Ok(journal)
 }
 
-async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result<(), StoreError> {
+pub(crate) async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result<(), StoreError> {
     let run: Arg = run_id.into();
     match write {
         Write::QueueWork { step, kind, attempt, not_before } => {

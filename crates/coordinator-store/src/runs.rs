@@ -4,7 +4,9 @@
 //! Every change to a run goes through one transaction: lock the run row, call
 //! the caller's decide closure on the snapshot, persist the actions
 //! (`persist`), update the run row where its version is still the one decided
-//! on, chain the decision's audit entries (`audit::append`, last), commit. This module must not interpret snapshots or actions; it only
+//! on, write the decision's audit entries (`audit::append`; the sealer chains
+//! them after commit), commit. Many runs' fenced reports in one transaction
+//! are `batch`'s. This module must not interpret snapshots or actions; it only
 //! moves them.
 
 use coordinator_core::model::run::RunState;
@@ -296,35 +298,9 @@ impl Store {
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let mut tx = self.pool.begin().await?;
-        let lock = match tx.dialect() {
-            Dialect::Sqlite => LOCK_RUN_SQLITE,
-            Dialect::Pg => LOCK_RUN_PG,
-        };
-        let Some(row) = tx.fetch_optional(lock, vec![run_id.into()]).await? else {
-            return Err(StoreError::NotFound { what: format!("run {run_id}") });
-        };
-        let (version, snapshot): (i64, Vec<u8>) = (row.get(0)?, row.get(1)?);
-        if let Some((claim, owner)) = fence {
-            claims::check_lease(&mut tx, claim, owner).await?;
-        }
-        let decision = decide(&snapshot).map_err(|e| StoreError::Rejected(e.into()))?;
-        let journal = persist(&mut tx, run_id, at, &decision.actions).await?;
-        let expected = expected.unwrap_or(version);
-        let args: Vec<Arg> = vec![
-            decision.snapshot.as_slice().into(),
-            decision.state.as_str().into(),
-            decision.held.into(),
-            at.into(),
-            run_id.into(),
-            expected.into(),
-        ];
-        if tx.execute(UPDATE_RUN, args).await? == 0 {
-            // Dropping the transaction rolls back the actions persisted above.
-            return Err(StoreError::Stale { run_id: run_id.to_owned(), expected });
-        }
-        audit::append(&mut tx, Some(run_id), at, actor, &journal).await?;
+        let version = apply_locked(&mut tx, run_id, at, expected, fence, actor, decide).await?;
         tx.commit().await?;
-        Ok(expected + 1)
+        Ok(version)
     }
 
     /// A run's row.
@@ -357,6 +333,52 @@ impl Store {
             if full { runs.last().map(|r| Cursor { admitted_at: r.admitted_at, id: r.id.clone() }) } else { None };
         Ok(Page { runs, next })
     }
+}
+
+/// One decision inside `tx`: lock the run, check the fence, decide, persist,
+/// move the version on, write the audit entries. Returns the new version. A
+/// missing run, a lost lease or a rejected decision fails before anything is
+/// written; any later failure leaves `tx` to be rolled back.
+pub(crate) async fn apply_locked<E>(
+    tx: &mut Tx,
+    run_id: &str,
+    at: i64,
+    expected: Option<i64>,
+    fence: Option<(&Claim, &str)>,
+    actor: Option<&str>,
+    decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
+) -> Result<i64, StoreError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let lock = match tx.dialect() {
+        Dialect::Sqlite => LOCK_RUN_SQLITE,
+        Dialect::Pg => LOCK_RUN_PG,
+    };
+    let Some(row) = tx.fetch_optional(lock, vec![run_id.into()]).await? else {
+        return Err(StoreError::NotFound { what: format!("run {run_id}") });
+    };
+    let (version, snapshot): (i64, Vec<u8>) = (row.get(0)?, row.get(1)?);
+    if let Some((claim, owner)) = fence {
+        claims::check_lease(tx, claim, owner).await?;
+    }
+    let decision = decide(&snapshot).map_err(|e| StoreError::Rejected(e.into()))?;
+    let journal = persist(tx, run_id, at, &decision.actions).await?;
+    let expected = expected.unwrap_or(version);
+    let args: Vec<Arg> = vec![
+        decision.snapshot.as_slice().into(),
+        decision.state.as_str().into(),
+        decision.held.into(),
+        at.into(),
+        run_id.into(),
+        expected.into(),
+    ];
+    if tx.execute(UPDATE_RUN, args).await? == 0 {
+        // The caller drops the transaction: the actions persisted above are rolled back.
+        return Err(StoreError::Stale { run_id: run_id.to_owned(), expected });
+    }
+    audit::append(tx, Some(run_id), at, actor, &journal).await?;
+    Ok(expected + 1)
 }
 
 /// Looks up an earlier admission with the same key: its outcome, if there is one.

@@ -194,6 +194,9 @@ pub struct TimerItem {
     pub timer: Timer,
     /// When it is due, ms.
     pub due_at: i64,
+    /// The revision the run is pinned to (read with the claim, so firing
+    /// needs no lookup of its own; the fence does not depend on it).
+    pub revision: String,
 }
 
 /// A claim whose lease must still be held for a decision to be applied

@@ -12,6 +12,8 @@
 
 #[path = "conformance/audit.rs"]
 mod audit_chain;
+#[path = "conformance/batch.rs"]
+mod batch;
 #[path = "conformance/events.rs"]
 mod events;
 #[path = "conformance/hold.rs"]
@@ -25,8 +27,14 @@ mod waits;
 use std::collections::BTreeSet;
 
 use audit_chain::{
-    activations_are_journaled_when_they_change, an_upgrade_chains_the_entries_written_before,
-    audit_entries_are_chained_in_commit_order, tampering_in_the_database_is_found_at_its_position,
+    activations_are_journaled_when_they_change, an_edit_before_sealing_is_chained_as_written,
+    an_upgrade_chains_the_entries_written_before, audit_entries_are_chained_in_order_once_sealed,
+    concurrent_sealers_chain_every_entry_once, pending_entries_are_sealed_in_order_once,
+    tampering_in_the_database_is_found_at_its_position,
+};
+use batch::{
+    a_batch_applies_each_report_as_a_single_apply_would, a_batch_of_due_timers_ends_every_run,
+    a_run_twice_in_one_batch_is_refused_whole,
 };
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
@@ -93,9 +101,18 @@ conformance!(Current in on_sqlite, on_postgres:
     an_event_admits_once_and_replays_its_run,
     a_refused_admission_records_no_event,
     concurrent_deliveries_of_one_event_create_one_run,
-    audit_entries_are_chained_in_commit_order,
+    audit_entries_are_chained_in_order_once_sealed,
     activations_are_journaled_when_they_change,
     tampering_in_the_database_is_found_at_its_position,
+    an_edit_before_sealing_is_chained_as_written,
+    pending_entries_are_sealed_in_order_once,
+    concurrent_sealers_chain_every_entry_once,
+);
+
+conformance!(Current in batch_on_sqlite, batch_on_postgres:
+    a_batch_applies_each_report_as_a_single_apply_would,
+    a_batch_of_due_timers_ends_every_run,
+    a_run_twice_in_one_batch_is_refused_whole,
 );
 
 conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres:
@@ -319,7 +336,8 @@ async fn timers_are_claimed_and_the_deadline_ends_the_run(store: &Store) {
     assert_eq!(ok(store.next_due().await, "next due"), Some(T0), "the first attempt is due at once");
     assert_eq!(ok(store.claim_timers(deadline - 1, "w1", LEASE_MS, 10).await, "early"), vec![]);
     let claimed = ok(store.claim_timers(deadline, "w1", LEASE_MS, 10).await, "claim");
-    let item = TimerItem { run_id: id.clone(), timer: Timer::RunDeadline, due_at: deadline };
+    let revision = ok(store.load(&id).await, "load").map(|r| r.revision).unwrap_or_default();
+    let item = TimerItem { run_id: id.clone(), timer: Timer::RunDeadline, due_at: deadline, revision };
     assert_eq!(claimed, vec![item.clone()]);
     assert_eq!(ok(store.claim_timers(deadline, "w2", LEASE_MS, 10).await, "leased"), vec![]);
     // The attempt is leased too now: the next due instant is the first lease to run out.

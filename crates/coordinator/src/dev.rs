@@ -65,7 +65,8 @@ pub enum DevError {
     Engine(#[from] EngineError),
 }
 
-/// A running dev stack. Dropping it stops the server and the worker (and removes a temporary data directory).
+/// A running dev stack. Dropping it stops the server, the worker and the sealer
+/// (and removes a temporary data directory).
 pub struct Dev {
     /// The address served.
     pub addr: SocketAddr,
@@ -196,6 +197,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         }
     });
     let worker = tokio::spawn(crate::worker::run(Arc::clone(&engine)));
+    let sealer = tokio::spawn(crate::sealer::run(Arc::clone(&engine)));
     Ok(Dev {
         addr,
         data_dir,
@@ -206,7 +208,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         revision: checked.revision,
         sims,
         engine,
-        tasks: vec![server, worker],
+        tasks: vec![server, worker, sealer],
         _temp: temp,
     })
 }

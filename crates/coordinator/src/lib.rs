@@ -9,6 +9,7 @@
 //! issuers verified against their JWKS), `inspection` (the operator's
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
+//! `sealer` (chains the audit journal's pending entries in the background),
 //! `completions` (completion notifications), `events` (admission from signed
 //! product events) and `signature` (their HMAC header), `dev` (the one-command
 //! development stack), `error`.
@@ -16,6 +17,7 @@
 
 pub mod access;
 pub mod api;
+pub(crate) mod committer;
 pub mod completions;
 pub mod deployment;
 pub mod dev;
@@ -28,6 +30,7 @@ pub mod metrics;
 pub mod oidc;
 pub mod project_dir;
 pub mod run_id;
+pub mod sealer;
 pub mod serve;
 pub mod signature;
 pub mod worker;

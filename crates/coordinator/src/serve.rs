@@ -52,7 +52,7 @@ impl ServeError {
     }
 }
 
-/// A running service. Dropping it stops the server and the worker.
+/// A running service. Dropping it stops the server, the worker and the sealer.
 pub struct Service {
     /// The address served.
     pub addr: SocketAddr,
@@ -101,8 +101,8 @@ pub async fn migrate(config: &RuntimeConfig) -> Result<(), ServeError> {
 }
 
 /// Starts the service of a resolved deployment: connects to the migrated
-/// database, stores and activates the pinned package, and serves the API and
-/// the worker.
+/// database, stores and activates the pinned package, and serves the API,
+/// the worker and the audit journal's sealer.
 ///
 /// # Errors
 /// [`ServeError`] naming what cannot start.
@@ -116,7 +116,8 @@ pub enum Mode {
     /// Admits, dispatches, fires timers.
     Normal,
     /// `--recovery-only` (SPEC §3): admits nothing, dispatches nothing, fires no
-    /// timer, and writes nothing at start (not even the package activation);
+    /// timer, and writes nothing at start (not even the package activation) nor
+    /// on its own (no audit sealer; `GET /v1/audit` still seals before reading);
     /// inspection, the restore hold and operator commands are served, and
     /// receipt lookups (reads) are performed so that `reconcile` works under review.
     RecoveryOnly,
@@ -174,11 +175,13 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         }
     });
     let worker = tokio::spawn(crate::worker::run(Arc::clone(&engine)));
+    // Returns at once in recovery-only mode (which writes nothing on its own).
+    let sealer = tokio::spawn(crate::sealer::run(Arc::clone(&engine)));
     Ok(Service {
         addr,
         engine,
         workflow: package.workflow.clone(),
         revision: package.revision.clone(),
-        tasks: vec![server, worker],
+        tasks: vec![server, worker, sealer],
     })
 }

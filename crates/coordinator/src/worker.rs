@@ -31,6 +31,7 @@ use coordinator_core::model::workflow::Step;
 use coordinator_products::Connection;
 use coordinator_store::{Claim, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
 
+use crate::committer::{self, Reports};
 use crate::engine::Engine;
 use crate::error::EngineError;
 
@@ -82,6 +83,9 @@ pub async fn run(engine: Arc<Engine>) {
 
 /// Runs the worker with `options` until the task is dropped or aborted.
 pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
+    let (reports, committer) = committer::start(Arc::clone(&engine));
+    // The committer stops with the worker (this future dropped or aborted).
+    let _committer = AbortOnDrop(committer);
     let mut wakeups = match engine.store.wakeups().await {
         Ok(wakeups) => wakeups,
         Err(e) => {
@@ -90,7 +94,7 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
         }
     };
     loop {
-        let claimed = match claim_round(&engine, options).await {
+        let claimed = match claim_round(&engine, &reports, options).await {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("coordinator worker: claiming failed: {e}");
@@ -120,7 +124,7 @@ fn scope(engine: &Engine) -> WorkScope {
 }
 
 /// Claims due timers and work and starts a task for each; returns how many were claimed.
-async fn claim_round(engine: &Arc<Engine>, options: WorkerOptions) -> Result<usize, EngineError> {
+async fn claim_round(engine: &Arc<Engine>, reports: &Reports, options: WorkerOptions) -> Result<usize, EngineError> {
     let now = engine.now();
     // Recovery-only: no timer fires and nothing is dispatched; receipts are only read.
     let timers = if engine.recovery_only {
@@ -143,19 +147,20 @@ async fn claim_round(engine: &Arc<Engine>, options: WorkerOptions) -> Result<usi
     }
     let mut firing = tokio::task::JoinSet::new();
     for group in by_run {
-        let engine = Arc::clone(engine);
+        let (engine, reports) = (Arc::clone(engine), reports.clone());
         firing.spawn(async move {
             for timer in group {
-                report(&engine, fire(&engine, &timer).await, "timer");
+                report(&engine, fire(&engine, &reports, timer).await, "timer");
             }
         });
     }
     while firing.join_next().await.is_some() {}
     for item in work {
-        let engine = Arc::clone(engine);
+        let (engine, reports) = (Arc::clone(engine), reports.clone());
         tokio::spawn(async move {
-            let result = perform(&engine, &item).await;
-            report(&engine, result, item.kind.as_str());
+            let kind = item.kind.as_str();
+            let result = perform(&engine, &reports, item).await;
+            report(&engine, result, kind);
         });
     }
     Ok(claimed)
@@ -170,15 +175,21 @@ fn report(engine: &Engine, result: Result<(), EngineError>, what: &str) {
     }
 }
 
-/// Applies a due timer.
-async fn fire(engine: &Engine, timer: &TimerItem) -> Result<(), EngineError> {
-    let wf = engine.workflow_of(&timer.run_id).await?;
+/// Applies a due timer (in the committer's next batch).
+async fn fire(engine: &Engine, reports: &Reports, timer: TimerItem) -> Result<(), EngineError> {
+    let wf = engine.workflow(&timer.revision).await?;
     let event = Event::TimerDue { timer: timer.timer.clone() };
-    apply(engine, &wf, &Claim::Timer(timer.clone()), &timer.run_id, &event).await
+    reports.apply(Claim::Timer(timer), event, wf).await
 }
 
-/// Does what an outbox row asks and reports the answer.
-async fn perform(engine: &Engine, item: &WorkItem) -> Result<(), EngineError> {
+/// Does what an outbox row asks and reports the answer (in the committer's next batch).
+async fn perform(engine: &Engine, reports: &Reports, item: WorkItem) -> Result<(), EngineError> {
+    let (event, wf) = answer(engine, &item).await?;
+    reports.apply(Claim::Work(item), event, wf).await
+}
+
+/// Does what an outbox row asks: the event that reports the answer, and the run's workflow.
+async fn answer(engine: &Engine, item: &WorkItem) -> Result<(Event, Arc<Workflow>), EngineError> {
     let row = engine.store.load(&item.run_id).await?.ok_or(EngineError::RunNotFound)?;
     let wf = engine.workflow(&row.revision).await?;
     let run = engine.open(&row.id, &row.snapshot)?;
@@ -192,7 +203,7 @@ async fn perform(engine: &Engine, item: &WorkItem) -> Result<(), EngineError> {
         }
         WorkKind::Observation => observe(engine, &wf, &run, item).await?,
     };
-    apply(engine, &wf, &Claim::Work(item.clone()), &item.run_id, &event).await
+    Ok((event, wf))
 }
 
 async fn attempt(engine: &Engine, wf: &Workflow, run: &Run, item: &WorkItem) -> Result<Event, EngineError> {
@@ -249,9 +260,13 @@ pub(crate) fn call_target<'a>(
     Ok((conn, operation.to_owned(), pinned.descriptor.effect))
 }
 
-/// Reports on a claim under its fence (the engine records the after-commit metrics).
-async fn apply(engine: &Engine, wf: &Workflow, claim: &Claim, run_id: &str, event: &Event) -> Result<(), EngineError> {
-    engine.apply_claimed(claim, run_id, event, wf).await
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn missing(item: &WorkItem, what: &str) -> EngineError {

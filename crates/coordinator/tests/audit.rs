@@ -2,15 +2,24 @@
 //! holds none of the input's values; admissions, operator commands and hold
 //! changes record the authenticated subject, the coordinator's own entries
 //! none; the package activation at start is a deployment-level entry; pages
-//! chain into a journal that verifies; and the query's bounds.
+//! chain into a journal that verifies; and the query's bounds. The sealer
+//! chains committed entries in the background; in recovery-only mode it does
+//! not run, and `GET /v1/audit` seals what is pending before it reads.
 
 mod support;
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use coordinator::access::Access;
+use coordinator::{Engine, sealer};
 use coordinator_core::audit::{self, Entry, Head};
+use coordinator_core::machine::Settings;
+use coordinator_seal::Keyring;
+use coordinator_store::Store;
 use serde_json::{Value, json};
-use support::{get, get_as, on_runtime, post, sample_input, start};
+use support::{TOKEN, get, get_as, on_runtime, post, sample_input, start};
 
 /// The dev token's subject.
 const OPERATOR: &str = "dev-operator";
@@ -116,5 +125,58 @@ fn the_journal_is_chained_attributed_and_free_of_payloads() {
         assert_eq!(status, 401);
         let (status, answer) = get(&format!("{url}/v1/audit?run=0199c8a0-0000-7000-8000-000000000000")).await;
         assert_eq!((status, answer["code"].as_str()), (404, Some("run.unknown")));
+    });
+}
+
+#[test]
+fn the_sealer_chains_entries_in_the_background() {
+    on_runtime(async {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dev = start(data.path().to_path_buf()).await;
+        let run = admit(&dev.url(), &dev.revision, "sealed-1").await;
+        // Read the store directly (a pure read, which seals nothing): the sealer did it.
+        let started = Instant::now();
+        loop {
+            let page = dev.engine.store().audit(Some(&run), 0, 1000).await.unwrap_or_else(|e| panic!("audit: {e}"));
+            if page.entries.first().map(|e| e.kind.as_str()) == Some("admission") {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "the admission is still not chained");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+#[test]
+fn recovery_only_seals_nothing_by_itself_but_a_read_seals_first() {
+    on_runtime(async {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("sqlite://{}?mode=rwc", data.path().join("store.db").display());
+        let store = Store::connect(&url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+        store.place_hold(1_791_968_400_000, "ops").await.unwrap_or_else(|e| panic!("hold: {e}"));
+        let keyring = Keyring::new("k1", [("k1".to_owned(), vec![7; 32])]).unwrap_or_else(|e| panic!("{e}"));
+        let engine = Engine::new(store.clone(), keyring, HashMap::new(), Settings::default()).with_recovery_only(true);
+        let engine = Arc::new(engine);
+
+        // The recovery-only sealer returns at once; the entry stays pending.
+        let returned = tokio::time::timeout(Duration::from_secs(5), sealer::run(Arc::clone(&engine))).await;
+        assert!(returned.is_ok(), "the sealer must not run in recovery-only mode");
+        let page = store.audit(None, 0, 10).await.unwrap_or_else(|e| panic!("audit: {e}"));
+        assert_eq!((page.entries.len(), page.head.position), (0, 0), "still pending");
+
+        // A reader gets it chained.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let router = coordinator::api::app(Arc::clone(&engine), Arc::new(Access::dev(TOKEN)));
+        let server = tokio::spawn(async move { axum::serve(listener, router).await });
+        let (entries, head) = journal(&format!("http://{addr}"), None).await;
+        server.abort();
+        assert_eq!(
+            entries.iter().map(|e| (e.kind.as_str(), e.actor.as_deref())).collect::<Vec<_>>(),
+            [("hold", Some("ops"))]
+        );
+        assert_eq!(audit::verify(&entries, &head).map(|v| v.checked), Ok(1));
+        assert_eq!(store.seal_audit(10).await.unwrap_or_else(|e| panic!("seal: {e}")), 0, "nothing left pending");
     });
 }

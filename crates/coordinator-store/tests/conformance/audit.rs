@@ -1,9 +1,15 @@
-//! The hash-chained audit journal (`Store::audit`, chained by every
-//! transaction that writes entries): positions in commit order across
-//! concurrent transactions, the actor of each entry, deployment-level entries,
-//! the chaining of entries an older schema wrote, and tampering done directly
-//! in the database (an edited detail, two swapped positions, a deleted entry)
-//! found by `coordinator_core::audit::verify` at the right position.
+//! The hash-chained audit journal: entries written pending by every
+//! transaction that records something and sealed into the chain by
+//! `Store::seal_audit` (`Store::audit` shows only sealed ones); a gapless chain
+//! across concurrent transactions with each run's entries in order, the actor
+//! of each entry, deployment-level entries, sealers running at once (each
+//! entry chained exactly once), the chaining of entries an older schema wrote,
+//! and tampering done directly in the database (an edited detail, two swapped
+//! positions, a deleted entry) found by `coordinator_core::audit::verify` at
+//! the right position — but not an edit made before the entry was sealed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use coordinator_core::audit::{self, Entry, Head, Problem, Tampering};
 use coordinator_core::machine::action::{Action, AuditKind};
@@ -13,7 +19,19 @@ use coordinator_store::{Decision, Store, StoreError};
 use super::support::{T0, TestDb, admit, deciding, raw, run_id, workflow};
 use super::{accepted_read, ok};
 
-/// The whole journal, read 3 entries at a time, and the head of the last page.
+/// Seals every pending entry; returns how many.
+async fn seal(store: &Store) -> u64 {
+    let mut total = 0;
+    loop {
+        let sealed = ok(store.seal_audit(100).await, "seal");
+        total += sealed;
+        if sealed < 100 {
+            return total;
+        }
+    }
+}
+
+/// The whole journal as sealed so far, read 3 entries at a time, and the head of the last page.
 async fn journal(store: &Store) -> (Vec<Entry>, Head) {
     let mut entries = Vec::new();
     let mut after = 0;
@@ -36,13 +54,26 @@ async fn check(store: &Store) -> Result<u64, Tampering> {
 
 /// A decision that only journals `detail` (the snapshot is kept as it is).
 fn journaling(detail: String) -> impl FnOnce(&[u8]) -> Result<Decision, StoreError> {
+    journaling_all(vec![detail])
+}
+
+/// A decision that journals each of `details`, in order, in one transaction.
+fn journaling_all(details: Vec<String>) -> impl FnOnce(&[u8]) -> Result<Decision, StoreError> {
     move |snapshot| {
-        let actions = vec![Action::Audit { kind: AuditKind::Operator, step: None, detail }];
+        let actions = details
+            .into_iter()
+            .enumerate()
+            .map(|(n, detail)| {
+                // Every other line with a step, so NULL and text both go through.
+                let step = n.is_multiple_of(2).then(|| format!("step-{n}"));
+                Action::Audit { kind: AuditKind::Operator, step, detail }
+            })
+            .collect();
         Ok(Decision { actions, snapshot: snapshot.to_vec(), state: RunState::Running, held: false })
     }
 }
 
-pub(crate) async fn audit_entries_are_chained_in_commit_order(store: &Store) {
+pub(crate) async fn audit_entries_are_chained_in_order_once_sealed(store: &Store) {
     let wf = workflow();
     let runs: Vec<String> = (1..=4).map(run_id).collect();
     for (n, id) in runs.iter().enumerate() {
@@ -66,6 +97,9 @@ pub(crate) async fn audit_entries_are_chained_in_commit_order(store: &Store) {
     for task in tasks {
         ok(task.await.unwrap_or_else(|e| panic!("task: {e}")), "concurrent apply");
     }
+    let (entries, head) = journal(store).await;
+    assert_eq!((entries.len(), head.position), (0, 0), "nothing is chained before it is sealed");
+    assert!(seal(store).await >= 4 + 24, "every admission's and writer's entry");
     let (entries, head) = journal(store).await;
     let verified = audit::verify(&entries, &head).unwrap_or_else(|e| panic!("the journal must verify: {e}"));
     assert_eq!(verified.checked, u64::try_from(entries.len()).unwrap_or(0));
@@ -97,6 +131,7 @@ pub(crate) async fn audit_entries_are_chained_in_commit_order(store: &Store) {
     ok(store.place_hold(T0 + 31, "ops").await, "place again: no change, no entry");
     ok(store.release_hold(T0 + 32, "ops-2").await, "release");
     ok(store.release_hold(T0 + 33, "ops-2").await, "release again: no entry");
+    seal(store).await;
     let (entries, head) = journal(store).await;
     ok(audit::verify(&entries, &head).map_err(|e| StoreError::Corrupt(e.to_string())), "verify");
     let deployment: Vec<_> =
@@ -112,6 +147,7 @@ pub(crate) async fn activations_are_journaled_when_they_change(store: &Store) {
     ok(store.put_package(&package).await, "put");
     ok(store.activate("w", "r1", T0, Some("ops")).await, "activate");
     ok(store.activate("w", "r1", T0 + 1, Some("ops")).await, "again: no change");
+    assert_eq!(seal(store).await, 1);
     let (entries, head) = journal(store).await;
     assert_eq!(check(store).await, Ok(1));
     assert_eq!(head.position, 1);
@@ -125,6 +161,7 @@ pub(crate) async fn tampering_in_the_database_is_found_at_its_position(db: &Test
         admit(db, &wf, &run_id(n), T0).await;
     }
     ok(db.apply_as(&run_id(1), T0 + 1, "ops", journaling("operator note".into())).await, "note");
+    seal(db).await;
     let total = ok(check(db).await.map_err(|e| StoreError::Corrupt(e.to_string())), "intact");
     assert!(total >= 6, "enough entries to tamper with: {total}");
     let broken = |position, problem| Err(Tampering { position, problem });
@@ -163,6 +200,140 @@ pub(crate) async fn tampering_in_the_database_is_found_at_its_position(db: &Test
     assert_eq!(check(db).await, broken(5, Problem::TailMissing { head: last }), "the head remembers the end");
 }
 
+/// The window the design accepts: an entry edited while pending is sealed as
+/// edited, so the chain cannot tell (the sealer runs within ~100 ms of commit).
+/// Once sealed, the same edit is found.
+pub(crate) async fn an_edit_before_sealing_is_chained_as_written(db: &TestDb) {
+    admit(db, &workflow(), &run_id(1), T0).await;
+    ok(db.apply(&run_id(1), T0 + 1, journaling("pending note".into())).await, "note");
+    raw(db, "UPDATE audit SET detail = 'rewritten note' WHERE detail = 'pending note' AND hash IS NULL").await;
+    seal(db).await;
+    let (entries, head) = journal(db).await;
+    assert!(audit::verify(&entries, &head).is_ok(), "not detectable: it was never chained otherwise");
+    assert_eq!(entries.last().map(|e| e.detail.as_str()), Some("rewritten note"));
+    raw(db, "UPDATE audit SET detail = 'pending note' WHERE detail = 'rewritten note'").await;
+    assert_eq!(check(db).await, Err(Tampering { position: head.position, problem: Problem::HashMismatch }));
+}
+
+pub(crate) async fn pending_entries_are_sealed_in_order_once(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let lines: Vec<String> = (0..10).map(|n| format!("line {n}")).collect();
+    ok(store.apply_as(&id, T0 + 1, "ops", journaling_all(lines.clone())).await, "ten lines in one transaction");
+    let written = ok(store.work_of(&id).await, "work").audit;
+    assert!(written.len() > lines.len(), "the admission's entries and the ten lines: {written:?}");
+
+    // Pending: written, but in no page, and the head has not moved.
+    let page = ok(store.audit(None, 0, 1000).await, "page");
+    assert_eq!((page.entries.len(), page.head.position, page.next), (0, 0, None));
+    assert_eq!(ok(store.audit(Some(&id), 0, 1000).await, "the run's page").entries, vec![]);
+
+    // Sealed in batches: each batch continues the chain where the last one stopped.
+    assert_eq!(ok(store.seal_audit(0).await, "seal nothing"), 0);
+    assert_eq!(ok(store.seal_audit(3).await, "seal three"), 3);
+    let (entries, head) = journal(store).await;
+    assert_eq!((entries.len(), head.position), (3, 3));
+    assert_eq!(check(store).await, Ok(3));
+    let rest = u64::try_from(written.len() - 3).unwrap_or(0);
+    assert_eq!(ok(store.seal_audit(1000).await, "seal the rest"), rest);
+
+    // In the order they were written (lines of one statement included), each once, verified.
+    let (entries, head) = journal(store).await;
+    let chained: Vec<_> = entries.iter().map(|e| (e.kind.clone(), e.step.clone(), e.detail.clone())).collect();
+    assert_eq!(chained, written);
+    let tail: Vec<_> = entries.iter().rev().take(10).rev().map(|e| (e.detail.clone(), e.actor.clone())).collect();
+    assert_eq!(tail, lines.iter().map(|l| (l.clone(), Some("ops".to_owned()))).collect::<Vec<_>>());
+    assert_eq!(entries.iter().rev().take(10).filter(|e| e.step.is_some()).count(), 5);
+    assert_eq!(check(store).await, Ok(u64::try_from(written.len()).unwrap_or(0)));
+    assert_eq!(ok(store.audit(Some(&id), 0, 1000).await, "the run's page").entries, entries);
+
+    // Sealing again changes nothing.
+    assert_eq!(ok(store.seal_audit(1000).await, "seal again"), 0);
+    let (again, head_again) = journal(store).await;
+    assert_eq!((again, head_again), (entries, head.clone()));
+
+    // Later entries continue the chain.
+    ok(store.apply(&id, T0 + 2, journaling("later".into())).await, "later");
+    assert_eq!(ok(store.seal_audit(1000).await, "seal later"), 1);
+    let (entries, last) = journal(store).await;
+    assert_eq!((last.position, entries.last().map(|e| e.prev_hash.clone())), (head.position + 1, Some(head.hash)));
+    assert!(audit::verify(&entries, &last).is_ok());
+}
+
+/// Sealers racing each other (and writers) leave one gapless chain holding
+/// every committed entry exactly once, with each run's entries in the order
+/// its transactions wrote them.
+pub(crate) async fn concurrent_sealers_chain_every_entry_once(store: &Store) {
+    const RUNS: u32 = 4;
+    const APPLIES: u32 = 5;
+    const LINES: u32 = 100;
+    const BATCH: u32 = 64;
+    let wf = workflow();
+    let runs: Vec<String> = (1..=RUNS).map(run_id).collect();
+    for id in &runs {
+        admit(store, &wf, id, T0).await;
+    }
+    let writing = Arc::new(AtomicBool::new(true));
+    let sealed = Arc::new(AtomicU64::new(0));
+    let mut sealers = Vec::new();
+    for _ in 0..3 {
+        let (store, writing, sealed) = (store.clone(), Arc::clone(&writing), Arc::clone(&sealed));
+        sealers.push(tokio::spawn(async move {
+            loop {
+                // Read the flag first: once it is down every entry has committed, so a short batch after it is the end.
+                let done = !writing.load(Ordering::SeqCst);
+                let n = store.seal_audit(BATCH).await?;
+                sealed.fetch_add(n, Ordering::SeqCst);
+                if done && n < u64::from(BATCH) {
+                    return Ok::<_, StoreError>(());
+                }
+                if n == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }));
+    }
+    let mut writers = Vec::new();
+    for id in &runs {
+        let (store, id) = (store.clone(), id.clone());
+        writers.push(tokio::spawn(async move {
+            for apply in 0..APPLIES {
+                let details = (0..LINES).map(|line| format!("{id} {apply:02} {line:03}")).collect();
+                store.apply(&id, T0 + 1, journaling_all(details)).await?;
+            }
+            Ok::<_, StoreError>(())
+        }));
+    }
+    for task in writers {
+        ok(task.await.unwrap_or_else(|e| panic!("writer: {e}")), "write");
+    }
+    writing.store(false, Ordering::SeqCst);
+    for task in sealers {
+        ok(task.await.unwrap_or_else(|e| panic!("sealer: {e}")), "seal");
+    }
+    assert_eq!(ok(store.seal_audit(1000).await, "nothing left"), 0);
+
+    let (entries, head) = journal(store).await;
+    let count = u64::try_from(entries.len()).unwrap_or(0);
+    assert_eq!(sealed.load(Ordering::SeqCst), count, "every sealed entry is in the chain, none twice");
+    assert_eq!(audit::verify(&entries, &head).map(|v| v.checked), Ok(count));
+    let positions: Vec<i64> = entries.iter().map(|e| e.position).collect();
+    assert_eq!(positions, (1..=head.position).collect::<Vec<_>>(), "no gaps");
+    for id in &runs {
+        let chained: Vec<_> = entries
+            .iter()
+            .filter(|e| e.run_id.as_deref() == Some(id.as_str()) && e.kind == "operator")
+            .map(|e| e.detail.clone())
+            .collect();
+        let expected: Vec<_> =
+            (0..APPLIES).flat_map(|a| (0..LINES).map(move |l| format!("{id} {a:02} {l:03}"))).collect();
+        assert_eq!(chained, expected, "each written once, in the run's order");
+        let written = ok(store.work_of(id).await, "work").audit;
+        let of_run = entries.iter().filter(|e| e.run_id.as_deref() == Some(id.as_str())).count();
+        assert_eq!(of_run, written.len(), "the admission's entries too");
+    }
+}
+
 pub(crate) async fn an_upgrade_chains_the_entries_written_before(db: &TestDb) {
     raw(
         db,
@@ -175,6 +346,7 @@ pub(crate) async fn an_upgrade_chains_the_entries_written_before(db: &TestDb) {
     .await;
     ok(db.migrate().await, "upgrade");
     ok(db.migrate().await, "upgrade again");
+    assert_eq!(ok(db.seal_audit(1000).await, "nothing pending after migrate"), 0);
     assert_eq!(check(db).await, Ok(3));
     let (entries, _) = journal(db).await;
     let kinds: Vec<_> = entries.iter().map(|e| (e.position, e.kind.as_str(), e.actor.clone())).collect();
@@ -182,6 +354,8 @@ pub(crate) async fn an_upgrade_chains_the_entries_written_before(db: &TestDb) {
     // New entries continue the chain.
     let wf = workflow();
     admit(db, &wf, &run_id(1), T0).await;
+    assert_eq!(journal(db).await.0.len(), 3, "pending until sealed");
+    seal(db).await;
     let (entries, head) = journal(db).await;
     assert!(entries.len() > 3 && audit::verify(&entries, &head).is_ok());
 }

@@ -4,6 +4,12 @@
 //! can recompute every hash (`coordinatorctl audit verify`). The journal holds
 //! no protected payload: kinds, steps, subjects, and the machine's details.
 //!
+//! Entries are written pending and chained by the background sealer
+//! (`crate::sealer`); before reading, the handler seals whatever is still
+//! pending (`Store::seal_audit` until a batch comes back short), in every mode
+//! (recovery-only included, where no sealer runs), so a reader sees every entry
+//! committed before its request, chained.
+//!
 //! Access: the whole journal (deployment-level entries included) needs
 //! `operate` for every workflow (a grant with workflow `*`); `?run=ID` needs
 //! `operate` for that run's workflow, like its inspection.
@@ -36,6 +42,16 @@ pub(super) struct AuditQuery {
     limit: Option<u32>,
 }
 
+/// Seals every entry pending now, a batch at a time.
+async fn seal_pending(engine: &Engine) -> Result<(), ApiError> {
+    loop {
+        let sealed = engine.store().seal_audit(crate::sealer::BATCH).await.map_err(EngineError::from)?;
+        if sealed < u64::from(crate::sealer::BATCH) {
+            return Ok(());
+        }
+    }
+}
+
 /// `200 {entries, next, head}`: up to `limit` entries after position `after`
 /// (default 0), by position; `next` is the `after` of the next page when this
 /// one is full, else `null`; `head` is the journal's last position and hash
@@ -59,6 +75,7 @@ pub(super) async fn list(
         None if caller.holds_everywhere(Role::Operate) => {}
         None => return Err(ApiError::forbidden(Role::Operate, Some("*"))),
     }
+    seal_pending(&engine).await?;
     let page = engine.store().audit(query.run.as_deref(), after, limit).await.map_err(EngineError::from)?;
     Ok(Json(json!({
         "entries": page.entries,

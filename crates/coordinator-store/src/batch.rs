@@ -1,0 +1,481 @@
+//! Group commit: applying the fenced reports of many runs (fired timers,
+//! product answers) in ONE transaction, each with every rule of a single
+//! apply (`runs::apply_in`): the run locked, the claim's lease checked under
+//! the lock, the caller's decision made on the locked snapshot, its actions
+//! persisted, the run row moved on only from the version decided on, its audit
+//! entries written — all or nothing for the transaction as a whole.
+//!
+//! A report that cannot be applied (no run, lease lost, decision rejected)
+//! writes nothing and gets its own error; the others go on. A failure of the
+//! transaction itself (a statement refused, a version moved) is returned for
+//! the whole batch, nothing written, and the caller applies the reports one by
+//! one instead.
+//!
+//! On PostgreSQL each step is one set-based statement for the whole batch
+//! (`unnest` over arrays), so a batch of a hundred reports costs about as many
+//! round trips as one. Runs are locked in id order, so two batches never wait
+//! for each other in a cycle. On SQLite the writer holds the database lock for
+//! the whole transaction and statements are in-process calls, so each report
+//! is applied with the statements of a single apply, one after another.
+//!
+//! Each run appears at most once per batch (the caller keeps a run's later
+//! reports for the next batch, in order).
+
+use std::collections::{HashMap, HashSet};
+
+use coordinator_core::machine::action::Action;
+
+use crate::audit::{self, Line};
+use crate::db::{Arg, Dialect, Tx};
+use crate::persist::{Write, audit_kind, execute, timer_key, writes};
+use crate::types::{Claim, Decision};
+use crate::{Store, StoreError, claims, runs, wakeups};
+
+const LOCK_RUNS_PG: &str = "SELECT id, version, snapshot FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+const LEASED_TIMERS_PG: &str = "SELECT t.run_id FROM timers t \
+     JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS c(run_id, timer, due_at) \
+     ON t.run_id = c.run_id AND t.timer = c.timer AND t.due_at = c.due_at \
+     WHERE t.lease_owner = $4 FOR UPDATE OF t";
+const LEASED_WORK_PG: &str = "SELECT o.run_id FROM outbox o \
+     JOIN unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS c(run_id, step, kind, attempt) \
+     ON o.run_id = c.run_id AND o.step = c.step AND o.kind = c.kind AND o.attempt = c.attempt \
+     WHERE o.lease_owner = $5 FOR UPDATE OF o";
+const UPDATE_RUNS_PG: &str = "UPDATE runs AS r SET snapshot = u.snapshot, state = u.state, held = u.held, \
+     updated_at = $6, version = r.version + 1 \
+     FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bool[], $5::bigint[]) AS u(id, snapshot, state, held, version) \
+     WHERE r.id = u.id AND r.version = u.version";
+const FINISH_WORK_PG: &str = "DELETE FROM outbox o USING unnest($1::text[], $2::text[], $3::text[]) AS d(run_id, step, kind) \
+     WHERE o.run_id = d.run_id AND o.step = d.step AND o.kind = d.kind";
+const FINISH_ATTEMPT_PG: &str = "DELETE FROM outbox o \
+     USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS d(run_id, step, kind, attempt) \
+     WHERE o.run_id = d.run_id AND o.step = d.step AND o.kind = d.kind AND o.attempt = d.attempt";
+const CLEAR_TIMERS_PG: &str = "DELETE FROM timers t USING unnest($1::text[], $2::text[]) AS d(run_id, timer) \
+     WHERE t.run_id = d.run_id AND t.timer = d.timer";
+const CLOSE_WAITS_PG: &str = "DELETE FROM waits w USING unnest($1::text[], $2::text[]) AS d(run_id, step) \
+     WHERE w.run_id = d.run_id AND w.step = d.step";
+const END_OUTBOX_PG: &str = "DELETE FROM outbox WHERE run_id = ANY($1)";
+const END_TIMERS_PG: &str = "DELETE FROM timers WHERE run_id = ANY($1)";
+const END_WAITS_PG: &str = "DELETE FROM waits WHERE run_id = ANY($1)";
+const QUEUE_WORK_PG: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
+     claims) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0 \
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS q(run_id, step, kind, attempt, not_before) \
+     ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0";
+const SET_TIMERS_PG: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
+     SELECT s.run_id, s.timer, s.due_at, NULL, NULL FROM unnest($1::text[], $2::text[], $3::bigint[]) AS s(run_id, timer, due_at) \
+     ON CONFLICT (run_id, timer) DO UPDATE SET due_at = excluded.due_at, lease_owner = NULL, lease_until = NULL";
+const OPEN_WAITS_PG: &str = "INSERT INTO waits (run_id, step, reference) \
+     SELECT w.run_id, w.step, w.reference FROM unnest($1::text[], $2::text[], $3::text[]) AS w(run_id, step, reference) \
+     ON CONFLICT (run_id, step) DO UPDATE SET reference = excluded.reference";
+
+impl Store {
+    /// Applies one fenced report per claim in one transaction (see the module
+    /// doc). `decide(i, snapshot)` decides on the locked snapshot of claim
+    /// `i`'s run. Returns, per claim in order, the run's new version or why
+    /// that report was not applied; `Err` when the transaction failed as a
+    /// whole (nothing written).
+    pub async fn apply_fenced_batch<E>(
+        &self,
+        claims: &[Claim],
+        owner: &str,
+        at: i64,
+        mut decide: impl FnMut(usize, &[u8]) -> Result<Decision, E>,
+    ) -> Result<Vec<Result<i64, StoreError>>, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut seen = HashSet::new();
+        if let Some(twice) = claims.iter().map(run_of).find(|run| !seen.insert(*run)) {
+            return Err(StoreError::Conflict { what: format!("run {twice} appears twice in one batch") });
+        }
+        let mut tx = self.pool.begin().await?;
+        let outcome = match tx.dialect() {
+            Dialect::Pg => batch_pg(&mut tx, claims, owner, at, &mut decide).await?,
+            Dialect::Sqlite => batch_sqlite(&mut tx, claims, owner, at, &mut decide).await?,
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+}
+
+fn run_of(claim: &Claim) -> &str {
+    match claim {
+        Claim::Work(w) => &w.run_id,
+        Claim::Timer(t) => &t.run_id,
+    }
+}
+
+/// Decides claim `i` on `snapshot`, mapping a rejection as a single apply does.
+fn decide_one<E>(
+    decide: &mut impl FnMut(usize, &[u8]) -> Result<Decision, E>,
+    i: usize,
+    snapshot: &[u8],
+) -> Result<Decision, StoreError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    decide(i, snapshot).map_err(|e| StoreError::Rejected(e.into()))
+}
+
+/// SQLite: the statements of a single apply per report, in one transaction.
+async fn batch_sqlite<E>(
+    tx: &mut Tx,
+    claims: &[Claim],
+    owner: &str,
+    at: i64,
+    decide: &mut impl FnMut(usize, &[u8]) -> Result<Decision, E>,
+) -> Result<Vec<Result<i64, StoreError>>, StoreError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut outcome = Vec::with_capacity(claims.len());
+    for (i, claim) in claims.iter().enumerate() {
+        let decide_this = |snapshot: &[u8]| decide(i, snapshot);
+        match runs::apply_locked(tx, run_of(claim), at, None, Some((claim, owner)), None, decide_this).await {
+            Ok(version) => outcome.push(Ok(version)),
+            // These fail before anything of the report is written.
+            Err(e @ (StoreError::NotFound { .. } | StoreError::LeaseLost { .. } | StoreError::Rejected(_))) => {
+                outcome.push(Err(e));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(outcome)
+}
+
+/// PostgreSQL: lock, fence, decide, write — each a statement for the whole batch.
+async fn batch_pg<E>(
+    tx: &mut Tx,
+    claims: &[Claim],
+    owner: &str,
+    at: i64,
+    decide: &mut impl FnMut(usize, &[u8]) -> Result<Decision, E>,
+) -> Result<Vec<Result<i64, StoreError>>, StoreError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let ids: Vec<String> = claims.iter().map(|c| run_of(c).to_owned()).collect();
+    let mut locked: HashMap<String, (i64, Vec<u8>)> = HashMap::with_capacity(claims.len());
+    for row in tx.fetch_all(LOCK_RUNS_PG, vec![Arg::Texts(ids)]).await? {
+        locked.insert(row.get(0)?, (row.get(1)?, row.get(2)?));
+    }
+    let leased = leased_pg(tx, claims, owner).await?;
+    let mut outcome: Vec<Result<i64, StoreError>> = Vec::with_capacity(claims.len());
+    let mut decided: Vec<(&str, i64, Decision)> = Vec::with_capacity(claims.len());
+    for (i, claim) in claims.iter().enumerate() {
+        let run_id = run_of(claim);
+        let Some((version, snapshot)) = locked.get(run_id) else {
+            outcome.push(Err(StoreError::NotFound { what: format!("run {run_id}") }));
+            continue;
+        };
+        if !leased.contains(run_id) {
+            outcome.push(Err(StoreError::LeaseLost { what: claims::describe(claim) }));
+            continue;
+        }
+        match decide_one(decide, i, snapshot) {
+            Ok(decision) => {
+                outcome.push(Ok(version + 1));
+                decided.push((run_id, *version, decision));
+            }
+            Err(e) => outcome.push(Err(e)),
+        }
+    }
+    if decided.is_empty() {
+        return Ok(outcome);
+    }
+    let actions: Vec<(&str, &[Action])> = decided.iter().map(|(run, _, d)| (*run, d.actions.as_slice())).collect();
+    let journal = persist_grouped(tx, at, &actions).await?;
+    let n = decided.len();
+    let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::new(), Vec::new());
+    for (run, version, d) in &decided {
+        columns.0.push((*run).to_owned());
+        columns.1.push(d.snapshot.clone());
+        columns.2.push(d.state.as_str().to_owned());
+        columns.3.push(d.held);
+        columns.4.push(*version);
+    }
+    let args = vec![
+        Arg::Texts(columns.0),
+        Arg::Blobs(columns.1),
+        Arg::Texts(columns.2),
+        Arg::Flags(columns.3),
+        Arg::Ints(columns.4),
+        at.into(),
+    ];
+    let updated = tx.execute(UPDATE_RUNS_PG, args).await?;
+    if updated != u64::try_from(n).unwrap_or(u64::MAX) {
+        // Under the locks this cannot happen; if it does, nothing is written.
+        let (run_id, expected, _) = &decided[0];
+        return Err(StoreError::Stale { run_id: (*run_id).to_owned(), expected: *expected });
+    }
+    let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
+    audit::append_entries(tx, at, None, &entries).await?;
+    Ok(outcome)
+}
+
+/// The runs whose claim in `claims` is still leased to `owner` (locking those rows).
+async fn leased_pg(tx: &mut Tx, claims: &[Claim], owner: &str) -> Result<HashSet<String>, StoreError> {
+    let mut timers = (Vec::new(), Vec::new(), Vec::new());
+    let mut work = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for claim in claims {
+        match claim {
+            Claim::Timer(t) => {
+                timers.0.push(t.run_id.clone());
+                timers.1.push(timer_key(&t.timer)?);
+                timers.2.push(t.due_at);
+            }
+            Claim::Work(w) => {
+                work.0.push(w.run_id.clone());
+                work.1.push(w.step.clone());
+                work.2.push(w.kind.as_str().to_owned());
+                work.3.push(w.attempt);
+            }
+        }
+    }
+    let mut leased = HashSet::new();
+    if !timers.0.is_empty() {
+        let args = vec![Arg::Texts(timers.0), Arg::Texts(timers.1), Arg::Ints(timers.2), owner.into()];
+        for row in tx.fetch_all(LEASED_TIMERS_PG, args).await? {
+            leased.insert(row.get::<String>(0)?);
+        }
+    }
+    if !work.0.is_empty() {
+        let args = vec![Arg::Texts(work.0), Arg::Texts(work.1), Arg::Texts(work.2), Arg::Ints(work.3), owner.into()];
+        for row in tx.fetch_all(LEASED_WORK_PG, args).await? {
+            leased.insert(row.get::<String>(0)?);
+        }
+    }
+    Ok(leased)
+}
+
+/// The rows of one table a write touches, to find a decision that writes a
+/// row twice (its writes must then keep their order).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key<'a> {
+    Outbox(&'a str, &'static str),
+    Timer(String),
+    Wait(&'a str),
+}
+
+/// Whether a decision's writes give the same result when every delete runs
+/// before every insert: no row is written after it was inserted, and the run's
+/// work is not ended after something was inserted.
+fn groupable(writes: &[Write<'_>]) -> Result<bool, StoreError> {
+    let mut inserted: HashSet<Key<'_>> = HashSet::new();
+    for write in writes {
+        let (key, insert) = match write {
+            Write::QueueWork { step, kind, .. } => (Key::Outbox(step, kind.as_str()), true),
+            Write::FinishWork { step, kind, .. } => (Key::Outbox(step, kind.as_str()), false),
+            Write::SetTimer { timer, .. } => (Key::Timer(timer_key(timer)?), true),
+            Write::ClearTimer { timer } => (Key::Timer(timer_key(timer)?), false),
+            Write::OpenWait { step, .. } => (Key::Wait(step), true),
+            Write::CloseWait { step } => (Key::Wait(step), false),
+            Write::EndWork if inserted.is_empty() => continue,
+            Write::EndWork => return Ok(false),
+            Write::Journal { .. } => continue,
+        };
+        if inserted.contains(&key) {
+            return Ok(false);
+        }
+        if insert {
+            inserted.insert(key);
+        }
+    }
+    Ok(true)
+}
+
+/// A text column of a grouped statement.
+type Texts = Vec<String>;
+/// A bigint column of a grouped statement.
+type Ints = Vec<i64>;
+
+/// Arrays of the grouped statements, one field per statement.
+#[derive(Default)]
+struct Grouped {
+    finish_work: (Texts, Texts, Texts),
+    finish_attempt: (Texts, Texts, Texts, Ints),
+    clear_timers: (Texts, Texts),
+    close_waits: (Texts, Texts),
+    end: Texts,
+    queue_work: (Texts, Texts, Texts, Ints, Ints),
+    set_timers: (Texts, Texts, Ints),
+    open_waits: (Texts, Texts, Texts),
+}
+
+impl Grouped {
+    fn add(&mut self, run: &str, at: i64, write: &Write<'_>) -> Result<(), StoreError> {
+        let r = run.to_owned();
+        match write {
+            Write::FinishWork { step, kind, attempt: None } => {
+                push3(&mut self.finish_work, r, (*step).to_owned(), kind.as_str().to_owned());
+            }
+            Write::FinishWork { step, kind, attempt: Some(attempt) } => {
+                let f = &mut self.finish_attempt;
+                f.0.push(r);
+                f.1.push((*step).to_owned());
+                f.2.push(kind.as_str().to_owned());
+                f.3.push(*attempt);
+            }
+            Write::ClearTimer { timer } => {
+                self.clear_timers.0.push(r);
+                self.clear_timers.1.push(timer_key(timer)?);
+            }
+            Write::CloseWait { step } => {
+                self.close_waits.0.push(r);
+                self.close_waits.1.push((*step).to_owned());
+            }
+            Write::EndWork => self.end.push(r),
+            Write::QueueWork { step, kind, attempt, not_before } => {
+                let q = &mut self.queue_work;
+                q.0.push(r);
+                q.1.push((*step).to_owned());
+                q.2.push(kind.as_str().to_owned());
+                q.3.push(*attempt);
+                q.4.push(not_before.unwrap_or(at));
+            }
+            Write::SetTimer { timer, due_at } => {
+                let s = &mut self.set_timers;
+                s.0.push(r);
+                s.1.push(timer_key(timer)?);
+                s.2.push(*due_at);
+            }
+            Write::OpenWait { step, reference } => {
+                push3(&mut self.open_waits, r, (*step).to_owned(), (*reference).to_owned());
+            }
+            Write::Journal { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Deletes first, then inserts: one statement per kind of write that has rows.
+    async fn execute(self, tx: &mut Tx) -> Result<(), StoreError> {
+        let Grouped { finish_work, finish_attempt, clear_timers, close_waits, end, queue_work, set_timers, open_waits } =
+            self;
+        if !finish_work.0.is_empty() {
+            let (a, b, c) = finish_work;
+            tx.execute(FINISH_WORK_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c)]).await?;
+        }
+        if !finish_attempt.0.is_empty() {
+            let (a, b, c, d) = finish_attempt;
+            tx.execute(FINISH_ATTEMPT_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c), Arg::Ints(d)]).await?;
+        }
+        if !clear_timers.0.is_empty() {
+            tx.execute(CLEAR_TIMERS_PG, vec![Arg::Texts(clear_timers.0), Arg::Texts(clear_timers.1)]).await?;
+        }
+        if !close_waits.0.is_empty() {
+            tx.execute(CLOSE_WAITS_PG, vec![Arg::Texts(close_waits.0), Arg::Texts(close_waits.1)]).await?;
+        }
+        if !end.is_empty() {
+            for sql in [END_OUTBOX_PG, END_TIMERS_PG, END_WAITS_PG] {
+                tx.execute(sql, vec![Arg::Texts(end.clone())]).await?;
+            }
+        }
+        if !queue_work.0.is_empty() {
+            let (a, b, c, d, e) = queue_work;
+            let args = vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c), Arg::Ints(d), Arg::Ints(e)];
+            tx.execute(QUEUE_WORK_PG, args).await?;
+        }
+        if !set_timers.0.is_empty() {
+            let (a, b, c) = set_timers;
+            tx.execute(SET_TIMERS_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Ints(c)]).await?;
+        }
+        if !open_waits.0.is_empty() {
+            let (a, b, c) = open_waits;
+            tx.execute(OPEN_WAITS_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c)]).await?;
+        }
+        Ok(())
+    }
+}
+
+fn push3(v: &mut (Texts, Texts, Texts), a: String, b: String, c: String) {
+    v.0.push(a);
+    v.1.push(b);
+    v.2.push(c);
+}
+
+/// Persists the actions of several runs' decisions (PostgreSQL): grouped into
+/// set-based statements where a decision's writes allow it (`groupable`),
+/// else one after another in its order. Returns every decision's audit
+/// entries, per run in order, and notifies other processes once if any
+/// decision queued work or set a timer.
+async fn persist_grouped<'a>(
+    tx: &mut Tx,
+    at: i64,
+    decisions: &[(&'a str, &'a [Action])],
+) -> Result<Vec<(&'a str, Line<'a>)>, StoreError> {
+    let mut grouped = Grouped::default();
+    let mut in_order: Vec<(&str, Vec<Write<'a>>)> = Vec::new();
+    let mut journal = Vec::new();
+    let mut wakes = false;
+    for (run, actions) in decisions {
+        let all: Vec<Write<'a>> = actions.iter().flat_map(writes).collect();
+        for write in &all {
+            wakes |= matches!(write, Write::QueueWork { .. } | Write::SetTimer { .. });
+            if let Write::Journal { kind, step, detail } = write {
+                journal.push((*run, Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() }));
+            }
+        }
+        if groupable(&all)? {
+            for write in &all {
+                grouped.add(run, at, write)?;
+            }
+        } else {
+            in_order.push((run, all));
+        }
+    }
+    grouped.execute(tx).await?;
+    for (run, all) in in_order {
+        for write in all {
+            if !matches!(write, Write::Journal { .. }) {
+                execute(tx, run, at, write).await?;
+            }
+        }
+    }
+    if wakes {
+        wakeups::notify(tx).await?;
+    }
+    Ok(journal)
+}
+
+#[cfg(test)]
+mod tests {
+    use coordinator_core::machine::event::Timer;
+    use coordinator_core::machine::time::Instant;
+
+    use super::*;
+    use crate::types::WorkKind;
+
+    fn all(actions: &[Action]) -> Vec<Write<'_>> {
+        actions.iter().flat_map(writes).collect()
+    }
+
+    #[test]
+    fn a_retry_deletes_the_old_attempt_before_queueing_the_next() {
+        let retry = [
+            Action::Dispatch { step: "s".into(), attempt: 2, not_before: Instant(5) },
+            Action::Dispatch { step: "t".into(), attempt: 1, not_before: Instant(5) },
+        ];
+        assert_eq!(groupable(&all(&retry)).ok(), Some(true));
+        let finish_then_queue = [
+            Write::FinishWork { step: "s", kind: WorkKind::Attempt, attempt: Some(1) },
+            Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: None },
+        ];
+        assert_eq!(groupable(&finish_then_queue).ok(), Some(true), "deletes run first anyway");
+    }
+
+    #[test]
+    fn a_row_written_after_it_was_inserted_keeps_its_order() {
+        let queue_then_finish = [
+            Write::QueueWork { step: "s", kind: WorkKind::Receipt, attempt: 0, not_before: None },
+            Write::FinishWork { step: "s", kind: WorkKind::Receipt, attempt: None },
+        ];
+        assert_eq!(groupable(&queue_then_finish).ok(), Some(false));
+        let timer = Timer::RunDeadline;
+        let twice = [Write::SetTimer { timer: &timer, due_at: 1 }, Write::SetTimer { timer: &timer, due_at: 2 }];
+        assert_eq!(groupable(&twice).ok(), Some(false), "an insert twice would hit ON CONFLICT twice");
+        let ended_after_insert = [Write::SetTimer { timer: &timer, due_at: 1 }, Write::EndWork];
+        assert_eq!(groupable(&ended_after_insert).ok(), Some(false));
+        let ended_first = [Write::EndWork, Write::CloseWait { step: "w" }];
+        assert_eq!(groupable(&ended_first).ok(), Some(true));
+    }
+}

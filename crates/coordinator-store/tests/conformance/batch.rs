@@ -1,0 +1,104 @@
+//! Group commit (`Store::apply_fenced_batch`): many runs' fenced reports in
+//! one transaction, each exactly as a single `apply_fenced` would apply it,
+//! the ones that cannot apply left alone.
+
+use coordinator_core::machine::event::{Event, Timer};
+use coordinator_core::model::run::RunState;
+use coordinator_store::{Claim, Decision, Store, StoreError, WorkItem};
+
+use super::support::{T0, admit, deciding, run_id, workflow};
+use super::{LEASE_MS, accepted_read, ok};
+
+pub async fn a_batch_applies_each_report_as_a_single_apply_would(store: &Store) {
+    let wf = workflow();
+    let ids: Vec<String> = (1..=5).map(run_id).collect();
+    for id in &ids {
+        admit(store, &wf, id, T0).await;
+    }
+    let claimed = ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
+    assert_eq!(claimed.len(), 5, "{claimed:?}");
+    let claim_of = |id: &str| -> Claim {
+        let item = claimed.iter().find(|w| w.run_id == id).cloned();
+        Claim::Work(item.unwrap_or_else(|| panic!("no claim of {id}")))
+    };
+    let event = accepted_read();
+
+    // Run 5 alone, as before; runs 1 and 2 in a batch beside a report whose
+    // fence is wrong (run 3) and one whose decision fails (run 4).
+    ok(store.apply_fenced(&claim_of(&ids[4]), "w1", T0 + 1, deciding(&wf, &event, T0 + 1)).await, "single");
+    let stale = match claim_of(&ids[2]) {
+        Claim::Work(w) => Claim::Work(WorkItem { attempt: 7, ..w }),
+        other => other,
+    };
+    let batch = vec![claim_of(&ids[1]), stale, claim_of(&ids[0]), claim_of(&ids[3])];
+    let before = (ok(store.work_of(&ids[2]).await, "work 3"), ok(store.work_of(&ids[3]).await, "work 4"));
+    let rows_before = (ok(store.load(&ids[2]).await, "run 3"), ok(store.load(&ids[3]).await, "run 4"));
+    let mut decides: Vec<Option<_>> = (0..4).map(|_| Some(deciding(&wf, &event, T0 + 1))).collect();
+    let outcome = ok(
+        store
+            .apply_fenced_batch(&batch, "w1", T0 + 1, |i, snapshot| {
+                if i == 3 {
+                    return Err("this decision fails".to_owned());
+                }
+                match decides[i].take() {
+                    Some(decide) => decide(snapshot),
+                    None => Err("decided twice".to_owned()),
+                }
+            })
+            .await,
+        "batch",
+    );
+    assert!(matches!(outcome[0], Ok(2)), "{outcome:?}");
+    assert!(matches!(outcome[1], Err(StoreError::LeaseLost { .. })), "{outcome:?}");
+    assert!(matches!(outcome[2], Ok(2)), "{outcome:?}");
+    assert!(matches!(outcome[3], Err(StoreError::Rejected(_))), "{outcome:?}");
+
+    let single = ok(store.work_of(&ids[4]).await, "work 5");
+    let single_row = ok(store.load(&ids[4]).await, "run 5").unwrap_or_else(|| panic!("run 5"));
+    for id in &ids[..2] {
+        assert_eq!(ok(store.work_of(id).await, "work"), single, "run {id} as the single apply left run 5");
+        let row = ok(store.load(id).await, "run").unwrap_or_else(|| panic!("run {id}"));
+        assert_eq!((row.state, row.version, row.updated_at), (single_row.state, 2, T0 + 1));
+    }
+    assert_eq!((ok(store.work_of(&ids[2]).await, "work 3"), ok(store.work_of(&ids[3]).await, "work 4")), before);
+    assert_eq!((ok(store.load(&ids[2]).await, "run 3"), ok(store.load(&ids[3]).await, "run 4")), rows_before);
+}
+
+pub async fn a_batch_of_due_timers_ends_every_run(store: &Store) {
+    let wf = workflow();
+    let ids: Vec<String> = (1..=40).map(run_id).collect();
+    for id in &ids {
+        admit(store, &wf, id, T0).await;
+    }
+    let deadline = T0 + i64::try_from(wf.definition.deadline_seconds).unwrap_or(0) * 1000;
+    let timers = ok(store.claim_timers(deadline, "w1", LEASE_MS, 100).await, "claim");
+    assert_eq!(timers.len(), 40);
+    assert!(timers.iter().all(|t| t.revision == wf.revision), "claims carry the pinned revision");
+    let claims: Vec<Claim> = timers.into_iter().map(Claim::Timer).collect();
+    let fired = Event::TimerDue { timer: Timer::RunDeadline };
+    let outcome = ok(
+        store
+            .apply_fenced_batch(&claims, "w1", deadline, |_, snapshot| deciding(&wf, &fired, deadline)(snapshot))
+            .await,
+        "fire",
+    );
+    assert!(outcome.iter().all(|o| matches!(o, Ok(2))), "{outcome:?}");
+    for id in &ids {
+        let work = ok(store.work_of(id).await, "work");
+        assert!(work.outbox.is_empty() && work.timers.is_empty(), "EndRun removes all work: {work:?}");
+        assert!(!work.audit.is_empty());
+        assert_eq!(ok(store.load(id).await, "load").map(|r| r.state), Some(RunState::Expired));
+    }
+    assert_eq!(ok(store.next_due().await, "next due"), None);
+}
+
+pub async fn a_run_twice_in_one_batch_is_refused_whole(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let claimed = ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
+    let claims: Vec<Claim> = claimed.iter().chain(claimed.iter()).cloned().map(Claim::Work).collect();
+    let (work, row) = (ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load"));
+    let refused = store.apply_fenced_batch(&claims, "w1", T0, |_, _| Err::<Decision, _>("never decided")).await;
+    assert!(matches!(refused, Err(StoreError::Conflict { .. })), "{refused:?}");
+    assert_eq!((ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load")), (work, row));
+}
