@@ -15,7 +15,7 @@ use coordinator_core::package;
 use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
+use sqlx::{Connection as _, PgConnection};
 
 /// The maintenance database scratch databases are created from.
 const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -78,7 +78,7 @@ impl PgScratch {
         let mut admin = PgConnection::connect(PG_ADMIN_URL)
             .await
             .context("PostgreSQL must answer on 127.0.0.1:5432 (trust auth, user postgres)")?;
-        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        sqlx::query(&(format!("CREATE DATABASE {name}")))
             .execute(&mut admin)
             .await
             .with_context(|| format!("create database {name}"))?;
@@ -101,7 +101,7 @@ impl Drop for PgScratch {
             rt.block_on(async {
                 let Ok(mut admin) = PgConnection::connect(PG_ADMIN_URL).await else { return false };
                 let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await.is_ok()
+                sqlx::query(&(sql)).execute(&mut admin).await.is_ok()
             })
         })
         .join();

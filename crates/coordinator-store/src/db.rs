@@ -183,7 +183,7 @@ fn bind_pg(sql: &'static str, args: Vec<Arg>) -> PgQuery {
     q
 }
 
-type SqliteQuery = sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments>;
+type SqliteQuery = sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments<'static>>;
 type PgQuery = sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments>;
 
 /// An open transaction. Dropping it without [`Tx::commit`] rolls it back.

@@ -35,8 +35,10 @@ mod wakeups;
 
 use std::borrow::Cow;
 
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use std::pin::Pin;
+
+use sqlx::error::BoxDynError;
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 pub use audit::AuditPage;
 pub use claims::WorkScope;
@@ -67,6 +69,16 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (6, "claim order indexes", include_str!("../migrations/pg/0006_claim_order_indexes.sql")),
     (7, "audit pending index", include_str!("../migrations/pg/0007_audit_pending.sql")),
 ];
+
+/// The migrations compiled into the binary, as sqlx's migrator reads them.
+#[derive(Debug)]
+struct Embedded(Vec<Migration>);
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(self) -> Pin<Box<dyn Future<Output = Result<Vec<Migration>, BoxDynError>> + Send + 'static>> {
+        Box::pin(async move { Ok(self.0) })
+    }
+}
 
 /// What can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -143,10 +155,12 @@ impl Store {
         let migrations = migrations
             .iter()
             .map(|&(version, description, sql)| {
-                Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
+                Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, Cow::Borrowed(sql), false)
             })
             .collect();
-        let migrator = Migrator::with_migrations(migrations);
+        let migrator = Migrator::new(Embedded(migrations))
+            .await
+            .map_err(|e| StoreError::Database(format!("reading the {dialect} migrations: {e}")))?;
         let result = match &self.pool {
             db::Pool::Sqlite(p) => migrator.run(p).await,
             db::Pool::Pg(p) => migrator.run(p).await,

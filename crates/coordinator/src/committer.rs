@@ -30,7 +30,7 @@ use crate::error::EngineError;
 use crate::metrics::{Committed, Decided};
 
 /// The most reports one transaction applies.
-pub const MAX_BATCH: usize = 256;
+pub const MAX_BATCH: usize = 512;
 
 /// One report waiting for its transaction.
 struct Report {

@@ -18,8 +18,8 @@ use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_functions::Limits;
 use coordinator_store::{Admission, Decision, NewRun, Store, StoreError};
 use serde_json::json;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::{AssertSqlSafe, Connection, PgConnection, SqlSafeStr, SqliteConnection};
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+use sqlx::{Connection, PgConnection, SqliteConnection};
 
 /// The maintenance database test databases are created from.
 const MAINTENANCE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -76,7 +76,7 @@ impl Drop for Cleanup {
             rt.block_on(async {
                 if let Ok(mut admin) = PgConnection::connect(MAINTENANCE_URL).await {
                     let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                    let _ = sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await;
+                    let _ = sqlx::query(&(sql)).execute(&mut admin).await;
                 }
             });
         })
@@ -109,7 +109,7 @@ pub async fn postgres(schema: Schema) -> TestDb {
     let mut admin = PgConnection::connect(MAINTENANCE_URL)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL must answer on 127.0.0.1:5432: {e}"));
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+    sqlx::query(&(format!("CREATE DATABASE {name}")))
         .execute(&mut admin)
         .await
         .unwrap_or_else(|e| panic!("create database {name}: {e}"));
@@ -120,6 +120,19 @@ pub async fn postgres(schema: Schema) -> TestDb {
     let db = TestDb { store, url, _cleanup: cleanup };
     migrate(&db, schema).await;
     db
+}
+
+/// Exactly these migrations, as sqlx's migrator reads them.
+#[derive(Debug)]
+struct Only(Vec<Migration>);
+
+impl MigrationSource<'static> for Only {
+    fn resolve(
+        self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<Migration>, sqlx::error::BoxDynError>> + Send + 'static>>
+    {
+        Box::pin(async move { Ok(self.0) })
+    }
 }
 
 async fn migrate(db: &TestDb, schema: Schema) {
@@ -133,8 +146,8 @@ async fn migrate(db: &TestDb, schema: Schema) {
     } else {
         include_str!("../../migrations/sqlite/0001_init.sql")
     };
-    let init = Migration::new(1, Cow::Borrowed("init"), MigrationType::Simple, sql.into_sql_str(), false);
-    let migrator = Migrator::with_migrations(vec![init]);
+    let init = Migration::new(1, Cow::Borrowed("init"), MigrationType::Simple, Cow::Borrowed(sql), false);
+    let migrator = Migrator::new(Only(vec![init])).await.unwrap_or_else(|e| panic!("migrator: {e}"));
     let applied = if db.is_postgres() {
         let mut conn = PgConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
         migrator.run(&mut conn).await
@@ -147,7 +160,6 @@ async fn migrate(db: &TestDb, schema: Schema) {
 
 /// Runs raw SQL statements on the test database, outside the store.
 pub async fn raw(db: &TestDb, sql: &str) {
-    let sql = AssertSqlSafe(sql.to_owned());
     let done = if db.is_postgres() {
         let mut conn = PgConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
         sqlx::raw_sql(sql).execute(&mut conn).await.map(|_| ())

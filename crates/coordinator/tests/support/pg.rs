@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use sqlx::{Connection, PgConnection};
 
 /// The maintenance database test databases are created from.
 const MAINTENANCE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -24,7 +24,7 @@ impl Drop for PgDatabase {
             rt.block_on(async {
                 if let Ok(mut admin) = PgConnection::connect(MAINTENANCE_URL).await {
                     let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                    let _ = sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await;
+                    let _ = sqlx::query(&(sql)).execute(&mut admin).await;
                 }
             });
         })
@@ -43,7 +43,7 @@ pub async fn database() -> PgDatabase {
     let mut admin = PgConnection::connect(MAINTENANCE_URL)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL must answer on 127.0.0.1:5432: {e}"));
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+    sqlx::query(&(format!("CREATE DATABASE {name}")))
         .execute(&mut admin)
         .await
         .unwrap_or_else(|e| panic!("create database {name}: {e}"));
