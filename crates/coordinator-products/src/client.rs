@@ -8,9 +8,13 @@
 //! - redirects are never followed (a 3xx is a refusal `http-3xx`), so a request is
 //!   only ever sent to the configured product;
 //! - no proxy from the environment, so "could not connect" means the product;
-//! - no idle connection is reused: a request is only written to a connection opened
-//!   for it, so a reset on a stale pooled connection cannot turn an unsent request
-//!   into an uncertain one;
+//! - an operation is only written to a connection opened for it (no idle
+//!   connection is reused), so a reset on a stale pooled connection cannot turn
+//!   an unsent operation into an uncertain one;
+//! - requests that change nothing — token requests, receipt lookups,
+//!   completion observations — reuse idle connections (for at most
+//!   [`IDLE_TIMEOUT`]): a failure there is only "no token" (the operation is
+//!   not sent, retryable) or "unavailable", never an uncertain effect;
 //! - reqwest's default retry is kept: it resends only on HTTP/2 protocol NACKs
 //!   (`REFUSED_STREAM`, graceful `GOAWAY`), which RFC 9113 §8.7 defines as "not
 //!   processed".
@@ -35,11 +39,23 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 const RUN_ID: HeaderName = HeaderName::from_static("coordinator-run-id");
 const ATTEMPT: HeaderName = HeaderName::from_static("coordinator-attempt");
 
-/// Sends protocol requests to products. One per process is enough: it keeps one
-/// HTTP client per distinct pair of timeouts.
+/// How long an idle connection is kept for requests that change nothing.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Sends protocol requests to products. One per process is enough: it keeps
+/// HTTP clients per distinct pair of timeouts.
 pub struct ProductClient {
-    clients: Mutex<HashMap<(Duration, Duration), reqwest::Client>>,
+    clients: Mutex<HashMap<(Duration, Duration), Clients>>,
     max_response_bytes: usize,
+}
+
+/// The HTTP clients of one pair of timeouts.
+#[derive(Clone)]
+struct Clients {
+    /// Opens a connection per request: operations.
+    fresh: reqwest::Client,
+    /// Reuses idle connections: tokens, receipts, observations.
+    pooled: reqwest::Client,
 }
 
 impl ProductClient {
@@ -128,11 +144,12 @@ impl ProductClient {
             Ok(http) => http,
             Err(reason) => return not_sent(reason),
         };
-        let token = match token::acquire(&http, &conn.token).await {
+        let token = match token::acquire(&http.pooled, &conn.token).await {
             Ok(token) => token,
             Err(e) => return not_sent(Reason::Token(e)),
         };
         let mut request = http
+            .fresh
             .post(url)
             .bearer_auth(token.expose())
             .header(CONTENT_TYPE, "application/json")
@@ -256,7 +273,7 @@ impl ProductClient {
     async fn get(&self, conn: &Connection, segments: &[&str]) -> Result<Response, Reason> {
         let url: Url =
             conn.base_url.join(segments).map_err(|_| Reason::Unsendable("a path segment is empty, . or .."))?;
-        let http = self.http(conn)?;
+        let http = self.http(conn)?.pooled;
         let token = token::acquire(&http, &conn.token).await.map_err(Reason::Token)?;
         let request = http.get(url).bearer_auth(token.expose()).header(ACCEPT, "application/json");
         send(request).await.map_err(|sent| match sent {
@@ -273,25 +290,30 @@ impl ProductClient {
             .map_err(|failure: BodyFailure| Reason::BodyUnreadable { status, failure })
     }
 
-    /// The HTTP client for a connection's timeouts, built on first use.
-    fn http(&self, conn: &Connection) -> Result<reqwest::Client, Reason> {
+    /// The HTTP clients for a connection's timeouts, built on first use.
+    fn http(&self, conn: &Connection) -> Result<Clients, Reason> {
         let key = (conn.connect_timeout, conn.request_timeout);
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(conn.connect_timeout)
-            .timeout(conn.connect_timeout.saturating_add(conn.request_timeout))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .pool_max_idle_per_host(0)
-            .user_agent(concat!("coordinator/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|_| Reason::ClientUnavailable)?;
-        clients.insert(key, client.clone());
-        Ok(client)
+        let built = Clients {
+            fresh: builder(conn).pool_max_idle_per_host(0).build().map_err(|_| Reason::ClientUnavailable)?,
+            pooled: builder(conn).pool_idle_timeout(IDLE_TIMEOUT).build().map_err(|_| Reason::ClientUnavailable)?,
+        };
+        clients.insert(key, built.clone());
+        Ok(built)
     }
+}
+
+/// The settings every client shares (see the module doc).
+fn builder(conn: &Connection) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connect_timeout(conn.connect_timeout)
+        .timeout(conn.connect_timeout.saturating_add(conn.request_timeout))
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .user_agent(concat!("coordinator/", env!("CARGO_PKG_VERSION")))
 }
 
 impl Default for ProductClient {

@@ -10,6 +10,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
@@ -68,11 +69,15 @@ impl Pool {
         }
     }
 
-    /// Starts a transaction that only reads (on SQLite it takes no write lock).
+    /// A handle for reads. On SQLite a deferred transaction (it takes no
+    /// write lock). On PostgreSQL a pooled connection outside any transaction:
+    /// each statement reads its own committed snapshot, and no `BEGIN` or
+    /// `ROLLBACK` round trip is spent on a read — so a read of several
+    /// statements must not depend on their seeing one moment.
     pub(crate) async fn begin_read(&self) -> Result<Tx, StoreError> {
         match self {
             Pool::Sqlite(p) => Ok(Tx::Sqlite(p.begin().await.map_err(db)?)),
-            Pool::Pg(p) => Ok(Tx::Pg(p.begin().await.map_err(db)?)),
+            Pool::Pg(p) => Ok(Tx::PgRead(p.acquire().await.map_err(db)?)),
         }
     }
 
@@ -190,6 +195,8 @@ type PgQuery = sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments
 pub(crate) enum Tx {
     Sqlite(Transaction<'static, Sqlite>),
     Pg(Transaction<'static, Postgres>),
+    /// A PostgreSQL connection outside any transaction ([`Pool::begin_read`]).
+    PgRead(PoolConnection<Postgres>),
 }
 
 impl Tx {
@@ -197,7 +204,7 @@ impl Tx {
     pub(crate) fn dialect(&self) -> Dialect {
         match self {
             Tx::Sqlite(_) => Dialect::Sqlite,
-            Tx::Pg(_) => Dialect::Pg,
+            Tx::Pg(_) | Tx::PgRead(_) => Dialect::Pg,
         }
     }
 
@@ -206,6 +213,7 @@ impl Tx {
         match self {
             Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?.execute(&mut **tx).await.map_err(db)?.rows_affected()),
             Tx::Pg(tx) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
+            Tx::PgRead(conn) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
         }
     }
 
@@ -218,6 +226,7 @@ impl Tx {
         match self {
             Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Sqlite)),
             Tx::Pg(tx) => Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
+            Tx::PgRead(conn) => Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(db)?.map(Row::Pg)),
         }
     }
 
@@ -234,6 +243,9 @@ impl Tx {
             Tx::Pg(tx) => {
                 Ok(bind_pg(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Pg).collect())
             }
+            Tx::PgRead(conn) => {
+                Ok(bind_pg(sql, args).fetch_all(&mut **conn).await.map_err(db)?.into_iter().map(Row::Pg).collect())
+            }
         }
     }
 
@@ -242,6 +254,8 @@ impl Tx {
         match self {
             Tx::Sqlite(tx) => tx.commit().await.map_err(db),
             Tx::Pg(tx) => tx.commit().await.map_err(db),
+            // Nothing to commit: every statement committed on its own.
+            Tx::PgRead(_) => Ok(()),
         }
     }
 }

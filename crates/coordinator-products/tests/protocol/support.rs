@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use coordinator_core::machine::run::Command;
@@ -31,6 +31,8 @@ pub struct Recorded {
     pub headers: HeaderMap,
     /// The body.
     pub body: Bytes,
+    /// The client's end of the TCP connection the request came on.
+    pub peer: SocketAddr,
 }
 
 impl Recorded {
@@ -104,6 +106,7 @@ impl Product {
             .with_state(shared.clone());
         let listener = bind().await;
         let addr = listener.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}"));
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move { axum::serve(listener, app).await });
         Product { addr, shared }
     }
@@ -142,12 +145,13 @@ impl Product {
 
 async fn product(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let recorded = Recorded { method, path: uri.path().to_owned(), headers, body };
+    let recorded = Recorded { method, path: uri.path().to_owned(), headers, body, peer };
     let reply = (shared.script)(&recorded);
     shared.requests.lock().unwrap_or_else(PoisonError::into_inner).push(recorded);
     match reply {
@@ -156,8 +160,13 @@ async fn product(
     }
 }
 
-async fn token(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let recorded = Recorded { method: Method::POST, path: "/oauth/token".into(), headers, body: body.clone() };
+async fn token(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let recorded = Recorded { method: Method::POST, path: "/oauth/token".into(), headers, body: body.clone(), peer };
     let n = {
         let mut requests = shared.token_requests.lock().unwrap_or_else(PoisonError::into_inner);
         requests.push(recorded);

@@ -32,6 +32,44 @@ async fn every_attempt_gets_a_fresh_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_get_connections_of_their_own_and_lookups_reuse_idle_ones() {
+    let product = Product::start(|r| {
+        if r.path.contains("/v1/completions/") {
+            reply(200, &[], r#"{"state": "pending"}"#)
+        } else {
+            reply(200, &[], ACCEPTED)
+        }
+    })
+    .await;
+    let client = ProductClient::new();
+    let conn = product.connection();
+    let input = command(json!({"text": "hi"}));
+    for attempt in 1..=3 {
+        let answer = client.call(&conn, "submit-message/v1", &input, RUN_ID, attempt, true).await;
+        assert!(matches!(answer, CallAnswer::Accepted { .. }), "{answer:?}");
+    }
+    for _ in 0..2 {
+        let _ = client.receipt(&conn, "k").await;
+        assert_eq!(client.observe(&conn, "result", "r-1").await, Observation::Pending);
+    }
+    let requests = product.requests();
+    let operations: Vec<_> = requests.iter().filter(|r| r.path.contains("/v1/operations/")).map(|r| r.peer).collect();
+    let lookups: Vec<_> = requests.iter().filter(|r| !r.path.contains("/v1/operations/")).map(|r| r.peer).collect();
+    let tokens: Vec<_> = product.token_requests().iter().map(|r| r.peer).collect();
+    assert_eq!((operations.len(), lookups.len(), tokens.len()), (3, 4, 7));
+    // Every operation went out on a connection nothing else used.
+    for (i, peer) in operations.iter().enumerate() {
+        let shared = requests.iter().filter(|r| r.peer == *peer).count() + tokens.iter().filter(|p| *p == peer).count();
+        assert_eq!(shared, 1, "operation {i} shared its connection {peer}");
+    }
+    // Tokens and lookups change nothing: they reuse idle connections.
+    let mut reused: Vec<_> = tokens.iter().chain(&lookups).collect();
+    reused.sort();
+    reused.dedup();
+    assert!(reused.len() < 3, "11 token and lookup requests on {} connections", reused.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_request_is_a_client_credentials_grant() {
     let product = Product::start(|_| reply(200, &[], ACCEPTED)).await;
     let _ = ProductClient::new()
