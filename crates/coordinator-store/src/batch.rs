@@ -260,7 +260,7 @@ enum Key<'a> {
 /// Whether a decision's writes give the same result when every delete runs
 /// before every insert: no row is written after it was inserted, and the run's
 /// work is not ended after something was inserted.
-fn groupable(writes: &[Write<'_>]) -> Result<bool, StoreError> {
+pub(crate) fn groupable(writes: &[Write<'_>]) -> Result<bool, StoreError> {
     let mut inserted: HashSet<Key<'_>> = HashSet::new();
     for write in writes {
         let (key, insert) = match write {

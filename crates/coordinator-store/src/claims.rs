@@ -16,7 +16,7 @@
 
 use crate::db::{Arg, Dialect, Tx};
 use crate::persist::{parse_timer, timer_key};
-use crate::types::{Claim, RunWork, TimerItem, WorkItem, WorkKind};
+use crate::types::{Claim, ClaimedRun, RunWork, TimerItem, WorkItem, WorkKind};
 use crate::{Store, StoreError, wakeups};
 
 const CLAIM_WORK_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
@@ -24,13 +24,15 @@ const CLAIM_WORK_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until
      WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
      AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) \
-     RETURNING run_id, step, kind, attempt, not_before, claims";
+     RETURNING run_id, step, kind, attempt, not_before, claims, \
+     (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id)";
 const CLAIM_WORK_PG: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
      WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
      WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
      AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4 FOR UPDATE OF o SKIP LOCKED) \
-     RETURNING run_id, step, kind, attempt, not_before, claims";
+     RETURNING run_id, step, kind, attempt, not_before, claims, \
+     (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id)";
 const CLAIM_TIMERS_SQLITE: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
      WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
      WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
@@ -115,6 +117,22 @@ impl Store {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<WorkItem>, StoreError> {
+        let claimed = self.claim_work_with_runs(scope, now, owner, lease_ms, limit).await?;
+        Ok(claimed.into_iter().map(|(item, _)| item).collect())
+    }
+
+    /// [`Store::claim_work_in`], each item with its run as the claim read it
+    /// (revision and snapshot), so doing the work needs no read of its own.
+    /// The snapshot may be older than the run by the time the work is
+    /// reported: the report's fence and the machine decide on the locked run.
+    pub async fn claim_work_with_runs(
+        &self,
+        scope: WorkScope,
+        now: i64,
+        owner: &str,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let sql = match tx.dialect() {
             Dialect::Sqlite => CLAIM_WORK_SQLITE,
@@ -134,11 +152,12 @@ impl Store {
             let claims: i64 = row.get(5)?;
             let item =
                 WorkItem { run_id: row.get(0)?, step: row.get(1)?, kind, attempt: row.get(3)?, reclaimed: claims > 1 };
-            claimed.push((row.get::<i64>(4)?, item));
+            let run = ClaimedRun { revision: row.get(6)?, snapshot: row.get(7)? };
+            claimed.push((row.get::<i64>(4)?, item, run));
         }
         tx.commit().await?;
         claimed.sort_by(|a, b| (a.0, &a.1.run_id, &a.1.step).cmp(&(b.0, &b.1.run_id, &b.1.step)));
-        Ok(claimed.into_iter().map(|(_, item)| item).collect())
+        Ok(claimed.into_iter().map(|(_, item, run)| (item, run)).collect())
     }
 
     /// Claims up to `limit` due timers for `owner` until `now + lease_ms`, like

@@ -20,6 +20,7 @@
 //! `waits` (the completion-reference index), `wakeups` (cross-process
 //! notification of new work), `types` (interface values).
 
+mod at_once;
 mod audit;
 mod batch;
 mod claims;
@@ -44,8 +45,8 @@ pub use audit::AuditPage;
 pub use claims::WorkScope;
 pub use hold::Hold;
 pub use types::{
-    Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, RunWork, TimerItem, TriggerEvent,
-    WorkItem, WorkKind,
+    Admission, Claim, ClaimedRun, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, RunWork, TimerItem,
+    TriggerEvent, WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;
 

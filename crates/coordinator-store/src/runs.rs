@@ -11,8 +11,9 @@
 
 use coordinator_core::model::run::RunState;
 
+use crate::at_once::{self, AtOnce};
 use crate::audit::{self, Line};
-use crate::db::{Arg, Dialect, Row, Tx};
+use crate::db::{Arg, Dialect, Pool, Row, Tx};
 use crate::persist::persist;
 use crate::types::{Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, TriggerEvent};
 use crate::{Store, StoreError, claims, events};
@@ -26,6 +27,8 @@ const PACKAGE: &str = "SELECT revision, workflow, digest, bytes FROM packages WH
 const ACTIVATE: &str = "INSERT INTO active_revisions (workflow, revision) VALUES ($1, $2) \
      ON CONFLICT (workflow) DO UPDATE SET revision = excluded.revision";
 const ACTIVE: &str = "SELECT revision FROM active_revisions WHERE workflow = $1";
+const GATE: &str = "SELECT (SELECT revision FROM active_revisions WHERE workflow = $1), \
+     EXISTS (SELECT 1 FROM restore_hold WHERE singleton = 1)";
 /// The audit kind of a package activation (a deployment-level entry).
 const ACTIVATION: &str = "activation";
 
@@ -114,6 +117,16 @@ impl Store {
         tx.fetch_optional(ACTIVE, vec![workflow.into()]).await?.map(|r| r.get(0)).transpose()
     }
 
+    /// What an admission of `workflow` checks first, in one read: the active
+    /// revision (if any) and whether a restore hold is placed.
+    pub async fn admission_gate(&self, workflow: &str) -> Result<(Option<String>, bool), StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        match tx.fetch_optional(GATE, vec![workflow.into()]).await? {
+            Some(row) => Ok((row.get(0)?, row.get(1)?)),
+            None => Err(StoreError::Corrupt("the admission gate read no row".into())),
+        }
+    }
+
     /// Admits a run with its first transition, in one transaction (SPEC §3).
     ///
     /// With an idempotency key already used by the same owner for the same
@@ -164,6 +177,30 @@ impl Store {
     {
         let mut first = Some(first);
         let mut decision: Option<Decision> = None;
+        if event.is_none() && matches!(self.pool, Pool::Pg(_)) {
+            // One statement, its own transaction (`first`): the common case.
+            for _ in 0..ADMISSION_ROUNDS {
+                let mut conn = self.pool.begin_read().await?;
+                // `first` only runs for a run that will be created: a used key is read first.
+                if let Some(existing) = find_key(&mut conn, new).await? {
+                    return existing;
+                }
+                let decision = match (decision.as_ref(), first.take()) {
+                    (Some(d), _) => d,
+                    (None, Some(f)) => decision.insert(f().map_err(|e| StoreError::Rejected(e.into()))?),
+                    (None, None) => unreachable!("the first decision is computed before `first` is taken"),
+                };
+                match at_once::admit(&mut conn, new, decision).await? {
+                    AtOnce::Created => return Ok(Admission::Created(new.id.clone())),
+                    AtOnce::KeyTaken => {
+                        if let Some(existing) = find_key(&mut conn, new).await? {
+                            return existing;
+                        }
+                    }
+                    AtOnce::NotThisWay => break,
+                }
+            }
+        }
         for _ in 0..ADMISSION_ROUNDS {
             let mut tx = self.pool.begin().await?;
             if let Some(event) = event

@@ -185,6 +185,15 @@ pub struct WorkItem {
     pub reclaimed: bool,
 }
 
+/// The run of a claimed outbox row, as the claim read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedRun {
+    /// The revision the run is pinned to.
+    pub revision: String,
+    /// The run's sealed snapshot.
+    pub snapshot: Vec<u8>,
+}
+
 /// A timer row claimed by a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TimerItem {

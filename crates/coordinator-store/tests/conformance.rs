@@ -34,7 +34,7 @@ use audit_chain::{
 };
 use batch::{
     a_batch_applies_each_report_as_a_single_apply_would, a_batch_of_due_timers_ends_every_run,
-    a_run_twice_in_one_batch_is_refused_whole,
+    a_run_twice_in_one_batch_is_refused_whole, claims_carry_the_run_as_they_read_it,
 };
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
@@ -43,7 +43,7 @@ use coordinator_store::{
 };
 use events::{
     a_refused_admission_records_no_event, an_event_admits_once_and_replays_its_run,
-    concurrent_deliveries_of_one_event_create_one_run,
+    both_admission_paths_write_the_same_rows, concurrent_deliveries_of_one_event_create_one_run,
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
 use redispatch::{
@@ -113,6 +113,8 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     a_batch_applies_each_report_as_a_single_apply_would,
     a_batch_of_due_timers_ends_every_run,
     a_run_twice_in_one_batch_is_refused_whole,
+    both_admission_paths_write_the_same_rows,
+    claims_carry_the_run_as_they_read_it,
 );
 
 conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres:

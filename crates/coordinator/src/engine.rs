@@ -275,10 +275,11 @@ impl Engine {
         if self.recovery_only {
             return Err(EngineError::RecoveryOnly);
         }
-        if self.store.hold().await?.is_some() {
+        let (active, held) = self.store.admission_gate(workflow).await?;
+        if held {
             return Err(EngineError::RestoreHoldPlaced);
         }
-        let active = self.store.active(workflow).await?.ok_or_else(|| EngineError::UnknownWorkflow(workflow.into()))?;
+        let active = active.ok_or_else(|| EngineError::UnknownWorkflow(workflow.into()))?;
         if active != revision {
             return Err(EngineError::RevisionNotActive { requested: revision });
         }

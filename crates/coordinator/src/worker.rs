@@ -29,7 +29,7 @@ use coordinator_core::machine::run::Run;
 use coordinator_core::model::catalog::Effect;
 use coordinator_core::model::workflow::Step;
 use coordinator_products::Connection;
-use coordinator_store::{Claim, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
+use coordinator_store::{Claim, ClaimedRun, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
 
 use crate::committer::{self, Reports};
 use crate::engine::Engine;
@@ -132,7 +132,8 @@ async fn claim_round(engine: &Arc<Engine>, reports: &Reports, options: WorkerOpt
     } else {
         engine.store.claim_timers(now, &engine.owner, options.lease_ms, TIMER_CLAIM_LIMIT).await?
     };
-    let work = engine.store.claim_work_in(scope(engine), now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
+    let work =
+        engine.store.claim_work_with_runs(scope(engine), now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
     let claimed = timers.len() + work.len();
     // Timers first. One run's timers fire one after another in the store's order
     // (due time, then SPEC §3 precedence); different runs' fire concurrently. The
@@ -155,11 +156,11 @@ async fn claim_round(engine: &Arc<Engine>, reports: &Reports, options: WorkerOpt
         });
     }
     while firing.join_next().await.is_some() {}
-    for item in work {
+    for (item, run) in work {
         let (engine, reports) = (Arc::clone(engine), reports.clone());
         tokio::spawn(async move {
             let kind = item.kind.as_str();
-            let result = perform(&engine, &reports, item).await;
+            let result = perform(&engine, &reports, item, run).await;
             report(&engine, result, kind);
         });
     }
@@ -183,16 +184,16 @@ async fn fire(engine: &Engine, reports: &Reports, timer: TimerItem) -> Result<()
 }
 
 /// Does what an outbox row asks and reports the answer (in the committer's next batch).
-async fn perform(engine: &Engine, reports: &Reports, item: WorkItem) -> Result<(), EngineError> {
-    let (event, wf) = answer(engine, &item).await?;
+async fn perform(engine: &Engine, reports: &Reports, item: WorkItem, run: ClaimedRun) -> Result<(), EngineError> {
+    let (event, wf) = answer(engine, &item, &run).await?;
     reports.apply(Claim::Work(item), event, wf).await
 }
 
-/// Does what an outbox row asks: the event that reports the answer, and the run's workflow.
-async fn answer(engine: &Engine, item: &WorkItem) -> Result<(Event, Arc<Workflow>), EngineError> {
-    let row = engine.store.load(&item.run_id).await?.ok_or(EngineError::RunNotFound)?;
-    let wf = engine.workflow(&row.revision).await?;
-    let run = engine.open(&row.id, &row.snapshot)?;
+/// Does what an outbox row asks, on the run as the claim read it: the event
+/// that reports the answer, and the run's workflow.
+async fn answer(engine: &Engine, item: &WorkItem, claimed: &ClaimedRun) -> Result<(Event, Arc<Workflow>), EngineError> {
+    let wf = engine.workflow(&claimed.revision).await?;
+    let run = engine.open(&item.run_id, &claimed.snapshot)?;
     let event = match item.kind {
         WorkKind::Attempt => attempt(engine, &wf, &run, item).await?,
         WorkKind::Receipt => {

@@ -4,7 +4,7 @@
 
 use coordinator_core::machine::event::{Event, Timer};
 use coordinator_core::model::run::RunState;
-use coordinator_store::{Claim, Decision, Store, StoreError, WorkItem};
+use coordinator_store::{Claim, ClaimedRun, Decision, Store, StoreError, WorkItem, WorkScope};
 
 use super::support::{T0, admit, deciding, run_id, workflow};
 use super::{LEASE_MS, accepted_read, ok};
@@ -101,4 +101,15 @@ pub async fn a_run_twice_in_one_batch_is_refused_whole(store: &Store) {
     let refused = store.apply_fenced_batch(&claims, "w1", T0, |_, _| Err::<Decision, _>("never decided")).await;
     assert!(matches!(refused, Err(StoreError::Conflict { .. })), "{refused:?}");
     assert_eq!((ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load")), (work, row));
+}
+
+pub async fn claims_carry_the_run_as_they_read_it(store: &Store) {
+    let wf = workflow();
+    let id = admit(store, &wf, &run_id(1), T0).await;
+    let row = ok(store.load(&id).await, "load").unwrap_or_else(|| panic!("run {id}"));
+    let claimed = ok(store.claim_work_with_runs(WorkScope::All, T0, "w1", LEASE_MS, 10).await, "claim");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let (item, run) = &claimed[0];
+    assert_eq!(item.run_id, id);
+    assert_eq!(run, &ClaimedRun { revision: wf.revision.clone(), snapshot: row.snapshot });
 }

@@ -97,3 +97,26 @@ pub(crate) async fn concurrent_deliveries_of_one_event_create_one_run(store: &St
     assert_eq!((created, ids.len()), (1, 1), "one run, created once: {ids:?}");
     assert_eq!(runs(store).await, 1);
 }
+
+/// An admission from an event is written in a transaction with its event row;
+/// a plain one (on PostgreSQL a single statement): both leave the same rows.
+pub async fn both_admission_paths_write_the_same_rows(store: &Store) {
+    let wf = workflow();
+    let plain = new_run(&wf, &run_id(1), "alice", Some("k-1"), T0);
+    let from_event = new_run(&wf, &run_id(2), "alice", Some("k-2"), T0);
+    let created = store.admit(&plain, || Ok::<_, StoreError>(first(&wf, &plain))).await;
+    assert!(matches!(created, Ok(Admission::Created(_))), "{created:?}");
+    let created =
+        store.admit_event(&from_event, &event("t", "e-1"), || Ok::<_, StoreError>(first(&wf, &from_event))).await;
+    assert!(matches!(created, Ok(Admission::Created(_))), "{created:?}");
+    let (a, b) = (ok(store.work_of(&plain.id).await, "plain"), ok(store.work_of(&from_event.id).await, "event"));
+    assert!(!a.outbox.is_empty() && !a.timers.is_empty() && !a.audit.is_empty(), "{a:?}");
+    assert_eq!(a, b);
+    let (ra, rb) = (ok(store.load(&plain.id).await, "plain"), ok(store.load(&from_event.id).await, "event"));
+    let (ra, rb) = (ra.unwrap_or_else(|| panic!("plain run")), rb.unwrap_or_else(|| panic!("event run")));
+    assert_eq!((ra.state, ra.held, ra.version, ra.snapshot.len()), (rb.state, rb.held, rb.version, rb.snapshot.len()));
+    // The same key again gives the same run and writes nothing.
+    let again = store.admit(&plain, || Err::<Decision, _>("an existing run must not be decided again")).await;
+    assert!(matches!(again, Ok(Admission::Existing(ref id)) if *id == plain.id), "{again:?}");
+    assert_eq!(ok(store.work_of(&plain.id).await, "plain again"), a);
+}
