@@ -68,7 +68,23 @@ const OPEN_WAITS_PG: &str = "INSERT INTO waits (run_id, step, reference) \
      SELECT w.run_id, w.step, w.reference FROM unnest($1::text[], $2::text[], $3::text[]) AS w(run_id, step, reference) \
      ON CONFLICT (run_id, step) DO UPDATE SET reference = excluded.reference";
 
+/// Reports one batch should carry at most on PostgreSQL: set-based
+/// statements cost about the same for one report as for hundreds.
+const BATCH_LIMIT_PG: usize = 512;
+/// Reports one batch should carry at most on SQLite: the writer applies them
+/// one after another holding the database's only write lock, so a large batch
+/// makes every other writer (an admission) wait for all of it.
+const BATCH_LIMIT_SQLITE: usize = 32;
+
 impl Store {
+    /// How many reports one [`Store::apply_fenced_batch`] should carry at most on this backend.
+    pub fn batch_limit(&self) -> usize {
+        match self.pool {
+            crate::db::Pool::Pg(_) => BATCH_LIMIT_PG,
+            crate::db::Pool::Sqlite(..) => BATCH_LIMIT_SQLITE,
+        }
+    }
+
     /// Applies one fenced report per claim in one transaction (see the module
     /// doc). `decide(i, snapshot)` decides on the locked snapshot of claim
     /// `i`'s run. Returns, per claim in order, the run's new version or why

@@ -10,10 +10,13 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::StoreError;
 
@@ -23,8 +26,8 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The backend's connection pool.
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
-    /// An embedded SQLite database file.
-    Sqlite(SqlitePool),
+    /// An embedded SQLite database file, and the gate its writers queue at.
+    Sqlite(SqlitePool, Arc<Mutex<()>>),
     /// A PostgreSQL server.
     Pg(PgPool),
 }
@@ -52,7 +55,7 @@ impl Pool {
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
             let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db)?;
-            Ok(Pool::Sqlite(pool))
+            Ok(Pool::Sqlite(pool, Arc::new(Mutex::new(()))))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let pool = PgPoolOptions::new().max_connections(PG_MAX_CONNECTIONS).connect(url).await.map_err(db)?;
             Ok(Pool::Pg(pool))
@@ -64,7 +67,15 @@ impl Pool {
     /// Starts a transaction that can write.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
         match self {
-            Pool::Sqlite(p) => Ok(Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await.map_err(db)?)),
+            Pool::Sqlite(p, writers) => {
+                // One writer at a time in this process, in arrival order: SQLite
+                // admits one writer anyway, and a connection that finds the
+                // database locked waits in its busy handler's growing sleeps
+                // (up to 100 ms each), not in a queue.
+                let gate = Arc::clone(writers).lock_owned().await;
+                let tx = p.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
+                Ok(Tx::Sqlite(SqliteTx { tx, _writer: Some(gate) }))
+            }
             Pool::Pg(p) => Ok(Tx::Pg(p.begin().await.map_err(db)?)),
         }
     }
@@ -76,7 +87,7 @@ impl Pool {
     /// statements must not depend on their seeing one moment.
     pub(crate) async fn begin_read(&self) -> Result<Tx, StoreError> {
         match self {
-            Pool::Sqlite(p) => Ok(Tx::Sqlite(p.begin().await.map_err(db)?)),
+            Pool::Sqlite(p, _) => Ok(Tx::Sqlite(SqliteTx { tx: p.begin().await.map_err(db)?, _writer: None })),
             Pool::Pg(p) => Ok(Tx::PgRead(p.acquire().await.map_err(db)?)),
         }
     }
@@ -84,7 +95,7 @@ impl Pool {
     /// Closes every connection.
     pub(crate) async fn close(&self) {
         match self {
-            Pool::Sqlite(p) => p.close().await,
+            Pool::Sqlite(p, _) => p.close().await,
             Pool::Pg(p) => p.close().await,
         }
     }
@@ -193,7 +204,7 @@ type PgQuery = sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments
 
 /// An open transaction. Dropping it without [`Tx::commit`] rolls it back.
 pub(crate) enum Tx {
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(SqliteTx),
     Pg(Transaction<'static, Postgres>),
     /// A PostgreSQL connection outside any transaction ([`Pool::begin_read`]).
     PgRead(PoolConnection<Postgres>),
@@ -211,7 +222,7 @@ impl Tx {
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
         match self {
-            Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?.execute(&mut **tx).await.map_err(db)?.rows_affected()),
+            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.execute(&mut *t.tx).await.map_err(db)?.rows_affected()),
             Tx::Pg(tx) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
             Tx::PgRead(conn) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
         }
@@ -224,7 +235,7 @@ impl Tx {
         args: Vec<Arg>,
     ) -> Result<Option<Row>, StoreError> {
         match self {
-            Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Sqlite)),
+            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.fetch_optional(&mut *t.tx).await.map_err(db)?.map(Row::Sqlite)),
             Tx::Pg(tx) => Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
             Tx::PgRead(conn) => Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(db)?.map(Row::Pg)),
         }
@@ -233,8 +244,8 @@ impl Tx {
     /// Runs a query returning any number of rows.
     pub(crate) async fn fetch_all(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Row>, StoreError> {
         match self {
-            Tx::Sqlite(tx) => Ok(bind_sqlite(sql, args)?
-                .fetch_all(&mut **tx)
+            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?
+                .fetch_all(&mut *t.tx)
                 .await
                 .map_err(db)?
                 .into_iter()
@@ -252,12 +263,19 @@ impl Tx {
     /// Commits.
     pub(crate) async fn commit(self) -> Result<(), StoreError> {
         match self {
-            Tx::Sqlite(tx) => tx.commit().await.map_err(db),
+            Tx::Sqlite(t) => t.tx.commit().await.map_err(db),
             Tx::Pg(tx) => tx.commit().await.map_err(db),
             // Nothing to commit: every statement committed on its own.
             Tx::PgRead(_) => Ok(()),
         }
     }
+}
+
+/// A SQLite transaction; a writing one holds this process's writer gate
+/// until it ends.
+pub(crate) struct SqliteTx {
+    tx: Transaction<'static, Sqlite>,
+    _writer: Option<OwnedMutexGuard<()>>,
 }
 
 /// A result row of either backend.

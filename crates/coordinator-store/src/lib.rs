@@ -150,7 +150,7 @@ impl Store {
     /// Idempotent.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let (migrations, dialect) = match &self.pool {
-            db::Pool::Sqlite(_) => (MIGRATIONS_SQLITE, "sqlite"),
+            db::Pool::Sqlite(..) => (MIGRATIONS_SQLITE, "sqlite"),
             db::Pool::Pg(_) => (MIGRATIONS_PG, "pg"),
         };
         let migrations = migrations
@@ -163,7 +163,7 @@ impl Store {
             .await
             .map_err(|e| StoreError::Database(format!("reading the {dialect} migrations: {e}")))?;
         let result = match &self.pool {
-            db::Pool::Sqlite(p) => migrator.run(p).await,
+            db::Pool::Sqlite(p, _) => migrator.run(p).await,
             db::Pool::Pg(p) => migrator.run(p).await,
         };
         result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))?;

@@ -5,7 +5,7 @@
 //! locked snapshot, persisted, committed — before its reporter hears back.
 //!
 //! One committer task per worker takes whatever has queued while the previous
-//! transaction committed (up to [`MAX_BATCH`]): under light load a batch is
+//! transaction committed (up to the store's `batch_limit`): under light load a batch is
 //! one report and costs what a single apply costs; under heavy load the
 //! commits, round trips and fsyncs are shared. A run appears at most once per
 //! batch; its later reports wait for the next batch, in the order they came.
@@ -28,9 +28,6 @@ use tokio::task::JoinHandle;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::metrics::{Committed, Decided};
-
-/// The most reports one transaction applies.
-pub const MAX_BATCH: usize = 512;
 
 /// One report waiting for its transaction.
 struct Report {
@@ -91,18 +88,18 @@ async fn run(engine: Arc<Engine>, mut receiver: mpsc::UnboundedReceiver<Report>)
         while let Ok(report) = receiver.try_recv() {
             waiting.push_back(report);
         }
-        let batch = take_batch(&mut waiting);
+        let batch = take_batch(&mut waiting, engine.store.batch_limit());
         apply_batch(&engine, batch).await;
     }
 }
 
-/// Up to [`MAX_BATCH`] reports of distinct runs, oldest first; the rest stay in order.
-fn take_batch(waiting: &mut VecDeque<Report>) -> Vec<Report> {
+/// Up to `limit` reports of distinct runs, oldest first; the rest stay in order.
+fn take_batch(waiting: &mut VecDeque<Report>, limit: usize) -> Vec<Report> {
     let mut runs = HashSet::new();
     let mut batch = Vec::new();
     let mut later = VecDeque::new();
     while let Some(report) = waiting.pop_front() {
-        if batch.len() < MAX_BATCH && runs.insert(report.run_id().to_owned()) {
+        if batch.len() < limit && runs.insert(report.run_id().to_owned()) {
             batch.push(report);
         } else {
             later.push_back(report);
