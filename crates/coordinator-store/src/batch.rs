@@ -70,7 +70,7 @@ const OPEN_WAITS_PG: &str = "INSERT INTO waits (run_id, step, reference) \
 
 /// Reports one batch should carry at most on PostgreSQL: set-based
 /// statements cost about the same for one report as for hundreds.
-const BATCH_LIMIT_PG: usize = 512;
+const BATCH_LIMIT_PG: usize = 1024;
 /// Reports one batch should carry at most on SQLite: the writer applies them
 /// one after another holding the database's only write lock, so a large batch
 /// makes every other writer (an admission) wait for all of it.

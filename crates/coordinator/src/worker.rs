@@ -43,7 +43,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(10);
 /// Outbox rows claimed per round.
 const CLAIM_LIMIT: u32 = 32;
 /// Timers claimed per round (firing one is a single short transaction).
-const TIMER_CLAIM_LIMIT: u32 = 512;
+const TIMER_CLAIM_LIMIT: u32 = 1024;
 
 /// How a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
