@@ -19,6 +19,7 @@ use crate::audit::Line;
 use crate::batch::groupable;
 use crate::db::{Arg, Tx};
 use crate::persist::{Write, audit_kind, timer_key, writes};
+use crate::runs::run_args;
 use crate::types::{Decision, NewRun};
 use crate::wakeups::WORK_CHANNEL;
 
@@ -100,17 +101,8 @@ pub(crate) enum AtOnce {
 /// handle outside any transaction, `Pool::begin_read`).
 pub(crate) async fn admit(conn: &mut Tx, new: &NewRun, decision: &Decision) -> Result<AtOnce, StoreError> {
     let Some(c) = columns(&decision.actions, new.admitted_at)? else { return Ok(AtOnce::NotThisWay) };
-    let args: Vec<Arg> = vec![
-        new.id.as_str().into(),
-        new.workflow.as_str().into(),
-        new.revision.as_str().into(),
-        new.owner.as_str().into(),
-        new.idempotency_key.as_deref().into(),
-        new.input_digest.as_str().into(),
-        decision.state.as_str().into(),
-        decision.held.into(),
-        new.admitted_at.into(),
-        decision.snapshot.as_slice().into(),
+    let mut args = run_args(new, decision);
+    args.extend([
         Arg::Texts(c.work.0),
         Arg::Texts(c.work.1),
         Arg::Ints(c.work.2),
@@ -124,7 +116,7 @@ pub(crate) async fn admit(conn: &mut Tx, new: &NewRun, decision: &Decision) -> R
         Arg::Texts(c.audit.2),
         WORK_CHANNEL.into(),
         c.wakes.into(),
-    ];
+    ]);
     match conn.fetch_optional(ADMIT_PG, args).await? {
         Some(_) => Ok(AtOnce::Created),
         None => Ok(AtOnce::KeyTaken),

@@ -223,18 +223,7 @@ impl Store {
                 (None, Some(f)) => decision.insert(f().map_err(|e| StoreError::Rejected(e.into()))?),
                 (None, None) => unreachable!("the first decision is computed before `first` is taken"),
             };
-            let args: Vec<Arg> = vec![
-                new.id.as_str().into(),
-                new.workflow.as_str().into(),
-                new.revision.as_str().into(),
-                new.owner.as_str().into(),
-                new.idempotency_key.as_deref().into(),
-                new.input_digest.as_str().into(),
-                decision.state.as_str().into(),
-                decision.held.into(),
-                new.admitted_at.into(),
-                decision.snapshot.as_slice().into(),
-            ];
+            let args = run_args(new, decision);
             // No row back: a concurrent admission with the same key committed first. Read it.
             if tx.fetch_optional(INSERT_RUN, args).await?.is_none() {
                 continue;
@@ -416,6 +405,22 @@ where
     }
     audit::append(tx, Some(run_id), at, actor, &journal).await?;
     Ok(expected + 1)
+}
+
+/// The new run row's values, `$1`–`$10` of every statement that inserts one.
+pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
+    vec![
+        new.id.as_str().into(),
+        new.workflow.as_str().into(),
+        new.revision.as_str().into(),
+        new.owner.as_str().into(),
+        new.idempotency_key.as_deref().into(),
+        new.input_digest.as_str().into(),
+        decision.state.as_str().into(),
+        decision.held.into(),
+        new.admitted_at.into(),
+        decision.snapshot.as_slice().into(),
+    ]
 }
 
 /// Looks up an earlier admission with the same key: its outcome, if there is one.
