@@ -16,9 +16,9 @@ use coordinator_core::machine::action::Action;
 
 use crate::StoreError;
 use crate::audit::Line;
-use crate::batch::groupable;
+use crate::batch::{Grouped, groupable};
 use crate::db::{Arg, Tx};
-use crate::persist::{Write, audit_kind, timer_key, writes};
+use crate::persist::{Write, audit_kind, writes};
 use crate::runs::run_args;
 use crate::types::{Decision, NewRun};
 use crate::wakeups::WORK_CHANNEL;
@@ -39,52 +39,25 @@ const ADMIT_PG: &str = "WITH r AS (\
      FROM r, unnest($19::text[], $20::text[], $21::text[]) WITH ORDINALITY AS a(kind, step, detail, n) ORDER BY a.n) \
    SELECT r.id FROM r LEFT JOIN LATERAL (SELECT pg_notify($22, '')::text WHERE $23) AS n ON true";
 
-/// The columns of the first decision's writes.
-#[derive(Default)]
-struct Columns {
-    work: (Vec<String>, Vec<String>, Vec<i64>, Vec<i64>),
-    timers: (Vec<String>, Vec<i64>),
-    waits: (Vec<String>, Vec<String>),
-    audit: (Vec<String>, Vec<Option<String>>, Vec<String>),
-    wakes: bool,
-}
-
-/// The columns of `actions`, or `None` when their writes must keep their order.
-fn columns(actions: &[Action], at: i64) -> Result<Option<Columns>, StoreError> {
-    let all: Vec<Write<'_>> = actions.iter().flat_map(writes).collect();
+/// The first decision's writes as the statement's columns (its deletes are
+/// collected and not used: a new run has no rows to delete) and its audit
+/// entries, or `None` when its writes must keep their order.
+fn columns<'a>(run: &str, actions: &'a [Action], at: i64) -> Result<Option<(Grouped, Vec<Line<'a>>)>, StoreError> {
+    let all: Vec<Write<'a>> = actions.iter().flat_map(writes).collect();
     if !groupable(&all)? {
         return Ok(None);
     }
-    let mut c = Columns::default();
-    for write in all {
+    let mut grouped = Grouped::default();
+    let mut journal = Vec::new();
+    for write in &all {
         match write {
-            Write::QueueWork { step, kind, attempt, not_before } => {
-                c.work.0.push(step.to_owned());
-                c.work.1.push(kind.as_str().to_owned());
-                c.work.2.push(attempt);
-                c.work.3.push(not_before.unwrap_or(at));
-                c.wakes = true;
-            }
-            Write::SetTimer { timer, due_at } => {
-                c.timers.0.push(timer_key(timer)?);
-                c.timers.1.push(due_at);
-                c.wakes = true;
-            }
-            Write::OpenWait { step, reference } => {
-                c.waits.0.push(step.to_owned());
-                c.waits.1.push(reference.to_owned());
-            }
             Write::Journal { kind, step, detail } => {
-                let line = Line { kind: audit_kind(kind), step, detail: detail.into() };
-                c.audit.0.push(line.kind.to_owned());
-                c.audit.1.push(line.step.map(str::to_owned));
-                c.audit.2.push(line.detail.into_owned());
+                journal.push(Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() });
             }
-            // A new run has no rows to delete.
-            Write::FinishWork { .. } | Write::ClearTimer { .. } | Write::CloseWait { .. } | Write::EndWork => {}
+            other => grouped.add(run, at, other)?,
         }
     }
-    Ok(Some(c))
+    Ok(Some((grouped, journal)))
 }
 
 /// What became of a one-statement admission.
@@ -100,22 +73,25 @@ pub(crate) enum AtOnce {
 /// Admits `new` with `decision` in one statement on `conn` (a PostgreSQL
 /// handle outside any transaction, `Pool::begin_read`).
 pub(crate) async fn admit(conn: &mut Tx, new: &NewRun, decision: &Decision) -> Result<AtOnce, StoreError> {
-    let Some(c) = columns(&decision.actions, new.admitted_at)? else { return Ok(AtOnce::NotThisWay) };
+    let Some((g, journal)) = columns(&new.id, &decision.actions, new.admitted_at)? else {
+        return Ok(AtOnce::NotThisWay);
+    };
+    let wakes = !g.queue_work.0.is_empty() || !g.set_timers.0.is_empty();
     let mut args = run_args(new, decision);
     args.extend([
-        Arg::Texts(c.work.0),
-        Arg::Texts(c.work.1),
-        Arg::Ints(c.work.2),
-        Arg::Ints(c.work.3),
-        Arg::Texts(c.timers.0),
-        Arg::Ints(c.timers.1),
-        Arg::Texts(c.waits.0),
-        Arg::Texts(c.waits.1),
-        Arg::Texts(c.audit.0),
-        Arg::MaybeTexts(c.audit.1),
-        Arg::Texts(c.audit.2),
+        Arg::Texts(g.queue_work.1),
+        Arg::Texts(g.queue_work.2),
+        Arg::Ints(g.queue_work.3),
+        Arg::Ints(g.queue_work.4),
+        Arg::Texts(g.set_timers.1),
+        Arg::Ints(g.set_timers.2),
+        Arg::Texts(g.open_waits.1),
+        Arg::Texts(g.open_waits.2),
+        Arg::Texts(journal.iter().map(|l| l.kind.to_owned()).collect()),
+        Arg::MaybeTexts(journal.iter().map(|l| l.step.map(str::to_owned)).collect()),
+        Arg::Texts(journal.into_iter().map(|l| l.detail.into_owned()).collect()),
         WORK_CHANNEL.into(),
-        c.wakes.into(),
+        wakes.into(),
     ]);
     match conn.fetch_optional(ADMIT_PG, args).await? {
         Some(_) => Ok(AtOnce::Created),

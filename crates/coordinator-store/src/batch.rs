@@ -305,21 +305,22 @@ type Texts = Vec<String>;
 /// A bigint column of a grouped statement.
 type Ints = Vec<i64>;
 
-/// Arrays of the grouped statements, one field per statement.
+/// Arrays of the grouped statements, one field per statement, each row's
+/// run first (also the columns of a new run's one statement, `at_once`).
 #[derive(Default)]
-struct Grouped {
+pub(crate) struct Grouped {
     finish_work: (Texts, Texts, Texts),
     finish_attempt: (Texts, Texts, Texts, Ints),
     clear_timers: (Texts, Texts),
     close_waits: (Texts, Texts),
     end: Texts,
-    queue_work: (Texts, Texts, Texts, Ints, Ints),
-    set_timers: (Texts, Texts, Ints),
-    open_waits: (Texts, Texts, Texts),
+    pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints),
+    pub(crate) set_timers: (Texts, Texts, Ints),
+    pub(crate) open_waits: (Texts, Texts, Texts),
 }
 
 impl Grouped {
-    fn add(&mut self, run: &str, at: i64, write: &Write<'_>) -> Result<(), StoreError> {
+    pub(crate) fn add(&mut self, run: &str, at: i64, write: &Write<'_>) -> Result<(), StoreError> {
         let r = run.to_owned();
         match write {
             Write::FinishWork { step, kind, attempt: None } => {

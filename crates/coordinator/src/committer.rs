@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::metrics::{Committed, Decided};
+use crate::metrics::Committed;
 
 /// One report waiting for its transaction.
 struct Report {
@@ -134,7 +134,7 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>) {
             .zip(committed)
             .map(|((result, report), committed)| {
                 let result = result.map(|_| ()).map_err(EngineError::from_store);
-                record(engine, &report.event, &result, committed, started.elapsed());
+                engine.record(&report.event, &result, committed, started.elapsed());
                 result
             })
             .collect(),
@@ -153,24 +153,6 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>) {
 /// One report in its own transaction (the engine records its metrics).
 async fn apply_one(engine: &Engine, report: &Report) -> Result<(), EngineError> {
     engine.apply_claimed(&report.claim, report.run_id(), &report.event, &report.wf).await
-}
-
-/// The after-commit metrics of one report of a committed batch, as `Engine::apply_claimed` records them.
-fn record(
-    engine: &Engine,
-    event: &Event,
-    result: &Result<(), EngineError>,
-    committed: Option<Committed>,
-    elapsed: std::time::Duration,
-) {
-    let decided = match result {
-        Ok(()) => Decided::Applied,
-        Err(EngineError::Ignored(_)) => Decided::Ignored,
-        Err(EngineError::Refused { .. }) => Decided::Refused,
-        Err(_) => return,
-    };
-    let committed = if decided == Decided::Applied { committed } else { None };
-    engine.metrics().decision(event, decided, committed, elapsed);
 }
 
 fn finish(batch: Vec<Report>, results: Vec<Result<(), EngineError>>) {

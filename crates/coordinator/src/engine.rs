@@ -417,18 +417,28 @@ impl Engine {
             (Some(claim), _) => self.store.apply_fenced(claim, &self.owner, now, decide).await,
         };
         let result = applied.map(|_| ()).map_err(EngineError::from_store);
-        let decided = match &result {
-            Ok(()) => Some(Decided::Applied),
-            Err(EngineError::Ignored(_)) => Some(Decided::Ignored),
-            Err(EngineError::Refused { .. }) => Some(Decided::Refused),
-            // Not committed (lease lost, stale, store failure): nothing to record.
-            Err(_) => None,
-        };
-        if let Some(decided) = decided {
-            let committed = if decided == Decided::Applied { committed } else { None };
-            self.metrics.decision(event, decided, committed, started.elapsed());
-        }
+        self.record(event, &result, committed, started.elapsed());
         result
+    }
+
+    /// The after-commit metrics of one event's decision: recorded when it
+    /// committed, or when the machine ignored or refused it (nothing written);
+    /// not when nothing was decided (lease lost, stale, store failure).
+    pub(crate) fn record(
+        &self,
+        event: &Event,
+        result: &Result<(), EngineError>,
+        committed: Option<Committed>,
+        elapsed: Duration,
+    ) {
+        let decided = match result {
+            Ok(()) => Decided::Applied,
+            Err(EngineError::Ignored(_)) => Decided::Ignored,
+            Err(EngineError::Refused { .. }) => Decided::Refused,
+            Err(_) => return,
+        };
+        let committed = if decided == Decided::Applied { committed } else { None };
+        self.metrics.decision(event, decided, committed, elapsed);
     }
 
     /// The workflow a stored run is pinned to.
