@@ -221,3 +221,27 @@ pub async fn listed(url: &str, state: &str) -> anyhow::Result<usize> {
         }
     }
 }
+
+/// The service's own count of admissions whose decision and commit took at
+/// most each bucket's bound (`coordinator_decision_seconds{event="admitted"}`
+/// of `GET /metrics`): (bound in seconds, count), then the total.
+pub async fn admission_buckets(url: &str) -> anyhow::Result<(Vec<(String, u64)>, u64)> {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
+    let text =
+        client.get(format!("{url}/metrics")).bearer_auth(API_TOKEN).send().await?.error_for_status()?.text().await?;
+    let prefix = "coordinator_decision_seconds_bucket{event=\"admitted\",le=\"";
+    let mut buckets = Vec::new();
+    let mut total = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(prefix) {
+            let (bound, count) = rest.split_once("\"} ").ok_or_else(|| anyhow!("unexpected metrics line {line}"))?;
+            let count: u64 = count.trim().parse()?;
+            if bound == "+Inf" {
+                total = count;
+            } else {
+                buckets.push((bound.to_owned(), count));
+            }
+        }
+    }
+    Ok((buckets, total))
+}

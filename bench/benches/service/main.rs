@@ -28,9 +28,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
-use load::{Admitter, closed_loop, epoch_ms, listed, open_loop, wait_finished};
+use load::{Admitter, admission_buckets, closed_loop, epoch_ms, listed, open_loop, wait_finished};
 use serde_json::json;
-use stack::{Backend, PgScratch, Stack, cpu_seconds, memory_kb};
+use stack::{Backend, PgScratch, Stack, cpu_seconds, cpu_seconds_of, machine_ticks, memory_kb};
 
 /// The most a batch of runs may take to finish before the bench reports it unfinished.
 const FINISH_LIMIT: Duration = Duration::from_secs(900);
@@ -178,7 +178,9 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
     for backend in backends {
         let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
         let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
+        let before = Cpu::read(stack.pid)?;
         let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
+        let during = Cpu::read(stack.pid)?.since(&before);
         let ended = epoch_ms();
         let (finished, _, last) =
             wait_finished(&stack.observer, admissions.admitted, Duration::from_millis(50), FINISH_LIMIT).await?;
@@ -194,10 +196,66 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
             admissions.failed,
             (last - ended).max(0) as f64 / 1000.0,
         );
+        let (buckets, total) = admission_buckets(&stack.url).await?;
+        let within: Vec<String> = buckets
+            .iter()
+            .filter(|(bound, _)| bound.len() <= 6)
+            .map(|(bound, n)| format!("≤ {bound} s: {n}"))
+            .collect();
+        println!(
+            "  while admitting: {during}; the service's own admission times (decision and commit), of {total}: {}",
+            within.join(", ")
+        );
         report_unfinished(&stack, &admissions, finished).await?;
         stack.stop().await;
     }
     Ok(())
+}
+
+/// CPU used so far: the machine's busy and total ticks, the coordinator, this
+/// process (load and simulators) and the PostgreSQL server's processes.
+struct Cpu {
+    busy: u64,
+    total: u64,
+    coordinator: f64,
+    bench: f64,
+    postgres: f64,
+}
+
+impl Cpu {
+    fn read(coordinator: u32) -> anyhow::Result<Cpu> {
+        let (busy, total) = machine_ticks()?;
+        Ok(Cpu {
+            busy,
+            total,
+            coordinator: cpu_seconds(Some(coordinator))?,
+            bench: cpu_seconds(None)?,
+            postgres: cpu_seconds_of("postgres")?,
+        })
+    }
+
+    fn since(&self, before: &Cpu) -> Cpu {
+        Cpu {
+            busy: self.busy - before.busy,
+            total: self.total - before.total,
+            coordinator: self.coordinator - before.coordinator,
+            bench: self.bench - before.bench,
+            postgres: self.postgres - before.postgres,
+        }
+    }
+}
+
+impl std::fmt::Display for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "machine {:.0} % busy, CPU s: coordinator {:.1}, bench process {:.1}, postgres {:.1}",
+            100.0 * self.busy as f64 / self.total.max(1) as f64,
+            self.coordinator,
+            self.bench,
+            self.postgres
+        )
+    }
 }
 
 /// Many runs waiting on one instant: the service's memory while they wait,

@@ -357,3 +357,30 @@ pub fn cpu_seconds(pid: Option<u32>) -> anyhow::Result<f64> {
     // utime and stime are fields 14 and 15; `rest` starts at field 3.
     Ok((tick(11)? + tick(12)?) as f64 / 100.0)
 }
+
+/// Ticks the whole machine spent busy and in all, summed over its cores (the
+/// `cpu` line of /proc/stat: busy is everything but `idle` and `iowait`).
+pub fn machine_ticks() -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let line = stat.lines().find(|l| l.starts_with("cpu ")).ok_or_else(|| anyhow!("/proc/stat has no cpu line"))?;
+    let ticks: Vec<u64> = line.split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
+    let total: u64 = ticks.iter().sum();
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    Ok((total - idle, total))
+}
+
+/// CPU seconds used so far by every process whose command is `name` (the
+/// PostgreSQL server's processes are all `postgres`).
+pub fn cpu_seconds_of(name: &str) -> anyhow::Result<f64> {
+    let mut total = 0.0;
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let is_named = std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == name);
+        // A process that ended between the listing and the read counts nothing.
+        if is_named && let Ok(seconds) = cpu_seconds(Some(pid)) {
+            total += seconds;
+        }
+    }
+    Ok(total)
+}

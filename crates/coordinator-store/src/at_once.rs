@@ -37,7 +37,7 @@ const ADMIT_PG: &str = "WITH r AS (\
    a AS (INSERT INTO audit (run_id, at, kind, step, detail, actor) \
      SELECT r.id, $9, a.kind, a.step, a.detail, $4 \
      FROM r, unnest($19::text[], $20::text[], $21::text[]) WITH ORDINALITY AS a(kind, step, detail, n) ORDER BY a.n) \
-   SELECT r.id FROM r LEFT JOIN LATERAL (SELECT pg_notify($22, '')::text WHERE $23) AS n ON true";
+   SELECT r.id FROM r LEFT JOIN LATERAL (SELECT pg_notify($22, coalesce(current_setting('coordinator.instance', true), ''))::text WHERE $23) AS n ON true";
 
 /// The first decision's writes as the statement's columns (its deletes are
 /// collected and not used: a new run has no rows to delete) and its audit

@@ -427,7 +427,7 @@ async fn persist_grouped<'a>(
     for (run, actions) in decisions {
         let all: Vec<Write<'a>> = actions.iter().flat_map(writes).collect();
         for write in &all {
-            wakes |= matches!(write, Write::QueueWork { .. } | Write::SetTimer { .. });
+            wakes |= write.wakes();
             if let Write::Journal { kind, step, detail } = write {
                 journal.push((*run, Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() }));
             }

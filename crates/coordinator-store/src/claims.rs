@@ -14,35 +14,118 @@
 //! that leaves it above 1 is `reclaimed`: an earlier claim ran out without a
 //! report, so that worker may have sent the request.
 
-use crate::db::{Arg, Dialect, Tx};
+use crate::db::{Arg, Dialect, Pool, Row, Tx};
 use crate::persist::{parse_timer, timer_key};
-use crate::types::{Claim, ClaimedRun, RunWork, TimerItem, WorkItem, WorkKind};
+use crate::types::{Claim, ClaimLimits, ClaimedRun, Due, RunWork, TimerItem, WorkItem, WorkKind};
 use crate::{Store, StoreError, wakeups};
 
-const CLAIM_WORK_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
-     WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
-     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
-     AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
-     ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) \
-     RETURNING run_id, step, kind, attempt, not_before, claims, \
-     (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id)";
-const CLAIM_WORK_PG: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
-     WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
-     WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
-     AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
-     ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4 FOR UPDATE OF o SKIP LOCKED) \
-     RETURNING run_id, step, kind, attempt, not_before, claims, \
-     (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id)";
-const CLAIM_TIMERS_SQLITE: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
-     WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
-     WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
-     ORDER BY t.due_at, t.run_id, t.timer LIMIT $4) \
-     RETURNING run_id, timer, due_at, (SELECT r.revision FROM runs r WHERE r.id = timers.run_id)";
-const CLAIM_TIMERS_PG: &str = "UPDATE timers SET lease_owner = $1, lease_until = $2 \
-     WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
-     WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
-     ORDER BY t.due_at, t.run_id, t.timer LIMIT $4 FOR UPDATE OF t SKIP LOCKED) \
-     RETURNING run_id, timer, due_at, (SELECT r.revision FROM runs r WHERE r.id = timers.run_id)";
+/// The claim of due outbox rows: `$1` owner, `$2` lease end, `$3` now, `$4`
+/// limit, `$5` 1 for receipts only; `$lock` is PostgreSQL's row-lock clause.
+macro_rules! claim_work_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
+             WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
+             WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
+             AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
+             ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4",
+            $lock,
+            ") RETURNING run_id, step, kind, attempt, not_before, claims, \
+             (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id) AS revision, \
+             (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id) AS snapshot"
+        )
+    };
+}
+
+/// The claim of due timers: `$1` owner, `$2` lease end, `$3` now, `$limit`
+/// the placeholder of the limit; `$lock` as in `claim_work_sql`.
+macro_rules! claim_timers_sql {
+    ($limit:literal, $lock:literal) => {
+        concat!(
+            "UPDATE timers SET lease_owner = $1, lease_until = $2 \
+             WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
+             WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
+             ORDER BY t.due_at, t.run_id, t.timer LIMIT ",
+            $limit,
+            $lock,
+            ") RETURNING run_id, timer, due_at, (SELECT r.revision FROM runs r WHERE r.id = timers.run_id) AS revision"
+        )
+    };
+}
+
+/// The earliest instant any claimable row becomes due: the first unleased row
+/// in claim order, and the first lease to run out (a leased row was due when it
+/// was claimed, so it is claimable again the moment its lease ends). Each part
+/// reads one index in order and stops at the first row of a run without a
+/// hold, so it costs the same with 100 000 waiting rows as with ten.
+/// `$scope` is the placeholder of "1 for receipts only"; `$work` and `$timer`
+/// add conditions on outbox rows `o` and timers `t`, `$more` more candidates.
+macro_rules! next_due_sql {
+    ($scope:literal, $work:literal, $timer:literal, $more:literal) => {
+        concat!(
+            "SELECT MIN(due) FROM (\
+             SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
+               WHERE o.lease_until IS NULL AND (NOT r.held OR o.kind = 'receipt') \
+               AND (",
+            $scope,
+            " = 0 OR o.kind = 'receipt')",
+            $work,
+            " ORDER BY o.not_before LIMIT 1) AS due \
+             UNION ALL SELECT (SELECT o.lease_until + 1 FROM outbox o JOIN runs r ON r.id = o.run_id \
+               WHERE o.lease_until IS NOT NULL AND (NOT r.held OR o.kind = 'receipt') \
+               AND (",
+            $scope,
+            " = 0 OR o.kind = 'receipt')",
+            $work,
+            " ORDER BY o.lease_until LIMIT 1) \
+             UNION ALL SELECT (SELECT t.due_at FROM timers t JOIN runs r ON r.id = t.run_id \
+               WHERE t.lease_until IS NULL AND NOT r.held AND ",
+            $scope,
+            " = 0",
+            $timer,
+            " ORDER BY t.due_at LIMIT 1) \
+             UNION ALL SELECT (SELECT t.lease_until + 1 FROM timers t JOIN runs r ON r.id = t.run_id \
+               WHERE t.lease_until IS NOT NULL AND NOT r.held AND ",
+            $scope,
+            " = 0",
+            $timer,
+            " \
+               ORDER BY t.lease_until LIMIT 1)",
+            $more,
+            ") AS pending"
+        )
+    };
+}
+
+const CLAIM_WORK_SQLITE: &str = claim_work_sql!("");
+const CLAIM_WORK_PG: &str = claim_work_sql!(" FOR UPDATE OF o SKIP LOCKED");
+const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!("$4", "");
+const CLAIM_TIMERS_PG: &str = claim_timers_sql!("$4", " FOR UPDATE OF t SKIP LOCKED");
+/// `$1`: 1 for receipts only.
+const NEXT_DUE: &str = next_due_sql!("$1", "", "", "");
+/// Both claims and what is due after them, in one statement (its own
+/// transaction): `$1`–`$5` as in `claim_work_sql`, `$6` the timer limit. Every
+/// part reads the snapshot before the claims, so the rows claimed now are left
+/// out of the next due instant, and their new lease counts instead. Rows:
+/// `work` (run, step, kind, attempt, not_before, claims, revision, snapshot),
+/// `timer` (run, timer, due_at in the not_before column, revision), and one
+/// `next` (the instant in the not_before column).
+const CLAIM_DUE_PG: &str = concat!(
+    "WITH claimed_work AS (",
+    claim_work_sql!(" FOR UPDATE OF o SKIP LOCKED"),
+    "), claimed_timers AS (",
+    claim_timers_sql!("$6", " FOR UPDATE OF t SKIP LOCKED"),
+    ") SELECT 'work', run_id, step, kind, attempt, not_before, claims, revision, snapshot FROM claimed_work \
+     UNION ALL SELECT 'timer', run_id, timer, NULL, NULL, due_at, NULL, revision, NULL FROM claimed_timers \
+     UNION ALL SELECT 'next', NULL, NULL, NULL, NULL, (",
+    next_due_sql!(
+        "$5",
+        " AND NOT EXISTS (SELECT 1 FROM claimed_work c WHERE c.run_id = o.run_id AND c.step = o.step AND c.kind = o.kind)",
+        " AND NOT EXISTS (SELECT 1 FROM claimed_timers c WHERE c.run_id = t.run_id AND c.timer = t.timer)",
+        " UNION ALL SELECT $2 + 1 WHERE EXISTS (SELECT 1 FROM claimed_work) OR EXISTS (SELECT 1 FROM claimed_timers)"
+    ),
+    "), NULL, NULL, NULL"
+);
 const RELEASE_WORK: &str = "UPDATE outbox SET lease_owner = NULL, lease_until = NULL, \
      claims = CASE WHEN claims > 0 THEN claims - 1 ELSE 0 END \
      WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
@@ -56,23 +139,6 @@ const LEASED_TIMER_SQLITE: &str = "SELECT 1 FROM timers \
      WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4";
 const LEASED_TIMER_PG: &str = "SELECT 1 FROM timers \
      WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4 FOR UPDATE";
-/// The earliest instant any claimable row becomes due: the first unleased row
-/// in claim order, and the first lease to run out (a leased row was due when it
-/// was claimed, so it is claimable again the moment its lease ends). Each part
-/// reads one index in order and stops at the first row of a run without a
-/// hold, so it costs the same with 100 000 waiting rows as with ten.
-const NEXT_DUE: &str = "SELECT MIN(due) FROM (\
-     SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
-       WHERE o.lease_until IS NULL AND (NOT r.held OR o.kind = 'receipt') AND ($1 = 0 OR o.kind = 'receipt') \
-       ORDER BY o.not_before LIMIT 1) AS due \
-     UNION ALL SELECT (SELECT o.lease_until + 1 FROM outbox o JOIN runs r ON r.id = o.run_id \
-       WHERE o.lease_until IS NOT NULL AND (NOT r.held OR o.kind = 'receipt') AND ($1 = 0 OR o.kind = 'receipt') \
-       ORDER BY o.lease_until LIMIT 1) \
-     UNION ALL SELECT (SELECT t.due_at FROM timers t JOIN runs r ON r.id = t.run_id \
-       WHERE t.lease_until IS NULL AND NOT r.held AND $1 = 0 ORDER BY t.due_at LIMIT 1) \
-     UNION ALL SELECT (SELECT t.lease_until + 1 FROM timers t JOIN runs r ON r.id = t.run_id \
-       WHERE t.lease_until IS NOT NULL AND NOT r.held AND $1 = 0 ORDER BY t.lease_until LIMIT 1)\
-     ) AS pending";
 const RUN_OUTBOX: &str = "SELECT step, kind, attempt, not_before FROM outbox WHERE run_id = $1 ORDER BY step, kind";
 const RUN_TIMERS: &str = "SELECT timer, due_at FROM timers WHERE run_id = $1 ORDER BY timer";
 const RUN_AUDIT: &str = "SELECT kind, step, detail FROM audit WHERE run_id = $1 ORDER BY seq";
@@ -134,30 +200,9 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let sql = match tx.dialect() {
-            Dialect::Sqlite => CLAIM_WORK_SQLITE,
-            Dialect::Pg => CLAIM_WORK_PG,
-        };
-        let args: Vec<Arg> = vec![
-            owner.into(),
-            now.saturating_add(lease_ms).into(),
-            now.into(),
-            i64::from(limit).into(),
-            scope.receipts_only().into(),
-        ];
-        let mut claimed = Vec::new();
-        for row in tx.fetch_all(sql, args).await? {
-            let kind: String = row.get(2)?;
-            let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
-            let claims: i64 = row.get(5)?;
-            let item =
-                WorkItem { run_id: row.get(0)?, step: row.get(1)?, kind, attempt: row.get(3)?, reclaimed: claims > 1 };
-            let run = ClaimedRun { revision: row.get(6)?, snapshot: row.get(7)? };
-            claimed.push((row.get::<i64>(4)?, item, run));
-        }
+        let claimed = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limit).await?;
         tx.commit().await?;
-        claimed.sort_by(|a, b| (a.0, &a.1.run_id, &a.1.step).cmp(&(b.0, &b.1.run_id, &b.1.step)));
-        Ok(claimed.into_iter().map(|(_, item, run)| (item, run)).collect())
+        Ok(claimed)
     }
 
     /// Claims up to `limit` due timers for `owner` until `now + lease_ms`, like
@@ -171,27 +216,52 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<TimerItem>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let sql = match tx.dialect() {
-            Dialect::Sqlite => CLAIM_TIMERS_SQLITE,
-            Dialect::Pg => CLAIM_TIMERS_PG,
-        };
-        let args: Vec<Arg> =
-            vec![owner.into(), now.saturating_add(lease_ms).into(), now.into(), i64::from(limit).into()];
-        let mut claimed = Vec::new();
-        for row in tx.fetch_all(sql, args).await? {
-            let key: String = row.get(1)?;
-            claimed.push(TimerItem {
-                run_id: row.get(0)?,
-                timer: parse_timer(&key)?,
-                due_at: row.get(2)?,
-                revision: row.get(3)?,
-            });
-        }
+        let claimed = claim_timer_rows(&mut tx, now, owner, lease_ms, limit).await?;
         tx.commit().await?;
-        claimed.sort_by(|a, b| {
-            (a.due_at, a.timer.precedence(), &a.run_id).cmp(&(b.due_at, b.timer.precedence(), &b.run_id))
-        });
         Ok(claimed)
+    }
+
+    /// One round of a worker: claims due timers ([`Store::claim_timers`]; none
+    /// when `scope` is receipts only) and due outbox rows with their runs
+    /// ([`Store::claim_work_with_runs`]), up to `limits`, and says when the
+    /// next claim could return something — all at one moment. On PostgreSQL
+    /// this is one statement (its own transaction, one round trip); on SQLite
+    /// one writing transaction. Limits of zero claim nothing and only say
+    /// when work is next due.
+    pub async fn claim_due(
+        &self,
+        scope: WorkScope,
+        now: i64,
+        owner: &str,
+        lease_ms: i64,
+        limits: ClaimLimits,
+    ) -> Result<Due, StoreError> {
+        let timer_limit = if scope == WorkScope::All { limits.timers } else { 0 };
+        if matches!(self.pool, Pool::Sqlite(..)) {
+            let mut tx = self.pool.begin().await?;
+            let timers = claim_timer_rows(&mut tx, now, owner, lease_ms, timer_limit).await?;
+            let work = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limits.work).await?;
+            // The claims above are visible here: their leases count, not their due times.
+            let next = match tx.fetch_optional(NEXT_DUE, vec![scope.receipts_only().into()]).await? {
+                Some(row) => row.get(0)?,
+                None => None,
+            };
+            tx.commit().await?;
+            return Ok(Due { timers, work, next });
+        }
+        let mut conn = self.pool.begin_read().await?;
+        let mut args = claim_args(scope, now, owner, lease_ms, limits.work);
+        args.push(i64::from(timer_limit).into());
+        let (mut timers, mut work, mut next) = (Vec::new(), Vec::new(), None);
+        for row in conn.fetch_all(CLAIM_DUE_PG, args).await? {
+            let source: String = row.get(0)?;
+            match source.as_str() {
+                "work" => work.push(work_row(&row, 1)?),
+                "timer" => timers.push(timer_row(&row, [1, 2, 5, 7])?),
+                _ => next = row.get(5)?,
+            }
+        }
+        Ok(Due { timers: in_timer_order(timers), work: in_work_order(work), next })
     }
 
     /// Gives a claim back before its lease ends (a worker shutting down), for a
@@ -212,22 +282,6 @@ impl Store {
         Ok(released > 0)
     }
 
-    /// The earliest instant at which a claim could return something (it may be
-    /// in the past: work is due now). `None`: nothing is queued. The engine
-    /// sleeps until then or until it is told of new work.
-    pub async fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        self.next_due_in(WorkScope::All).await
-    }
-
-    /// [`Store::next_due`] of the work `scope` claims.
-    pub async fn next_due_in(&self, scope: WorkScope) -> Result<Option<i64>, StoreError> {
-        let mut tx = self.pool.begin_read().await?;
-        match tx.fetch_optional(NEXT_DUE, vec![scope.receipts_only().into()]).await? {
-            Some(row) => row.get(0),
-            None => Ok(None),
-        }
-    }
-
     /// The outbox, timer and audit rows of one run (inspection and tests).
     pub async fn work_of(&self, run_id: &str) -> Result<RunWork, StoreError> {
         let mut tx = self.pool.begin_read().await?;
@@ -246,6 +300,95 @@ impl Store {
         }
         Ok(work)
     }
+}
+
+/// The arguments `$1`–`$5` of a claim of outbox rows.
+fn claim_args(scope: WorkScope, now: i64, owner: &str, lease_ms: i64, limit: u32) -> Vec<Arg> {
+    vec![
+        owner.into(),
+        now.saturating_add(lease_ms).into(),
+        now.into(),
+        i64::from(limit).into(),
+        scope.receipts_only().into(),
+    ]
+}
+
+/// Claims due outbox rows inside `tx`, in claim order.
+async fn claim_work_rows(
+    tx: &mut Tx,
+    scope: WorkScope,
+    now: i64,
+    owner: &str,
+    lease_ms: i64,
+    limit: u32,
+) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
+    let sql = match tx.dialect() {
+        Dialect::Sqlite => CLAIM_WORK_SQLITE,
+        Dialect::Pg => CLAIM_WORK_PG,
+    };
+    let rows = tx.fetch_all(sql, claim_args(scope, now, owner, lease_ms, limit)).await?;
+    Ok(in_work_order(rows.iter().map(|row| work_row(row, 0)).collect::<Result<_, _>>()?))
+}
+
+/// Claims due timers inside `tx`, in firing order.
+async fn claim_timer_rows(
+    tx: &mut Tx,
+    now: i64,
+    owner: &str,
+    lease_ms: i64,
+    limit: u32,
+) -> Result<Vec<TimerItem>, StoreError> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let sql = match tx.dialect() {
+        Dialect::Sqlite => CLAIM_TIMERS_SQLITE,
+        Dialect::Pg => CLAIM_TIMERS_PG,
+    };
+    let args: Vec<Arg> = vec![owner.into(), now.saturating_add(lease_ms).into(), now.into(), i64::from(limit).into()];
+    let rows = tx.fetch_all(sql, args).await?;
+    Ok(in_timer_order(rows.iter().map(|row| timer_row(row, [0, 1, 2, 3])).collect::<Result<_, _>>()?))
+}
+
+/// A claimed outbox row whose columns start at `at`: run, step, kind,
+/// attempt, not_before, claims, revision, snapshot.
+fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRun), StoreError> {
+    let kind: String = row.get(at + 2)?;
+    let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
+    let claims: i64 = row.get(at + 5)?;
+    let item = WorkItem {
+        run_id: row.get(at)?,
+        step: row.get(at + 1)?,
+        kind,
+        attempt: row.get(at + 3)?,
+        reclaimed: claims > 1,
+    };
+    let run = ClaimedRun { revision: row.get(at + 6)?, snapshot: row.get(at + 7)? };
+    Ok((row.get(at + 4)?, item, run))
+}
+
+/// A claimed timer from the columns at `[run, timer, due_at, revision]`.
+fn timer_row(row: &Row, [run, timer, due, revision]: [usize; 4]) -> Result<TimerItem, StoreError> {
+    let key: String = row.get(timer)?;
+    Ok(TimerItem {
+        run_id: row.get(run)?,
+        timer: parse_timer(&key)?,
+        due_at: row.get(due)?,
+        revision: row.get(revision)?,
+    })
+}
+
+/// Claimed outbox rows by `not_before`, run and step.
+fn in_work_order(mut claimed: Vec<(i64, WorkItem, ClaimedRun)>) -> Vec<(WorkItem, ClaimedRun)> {
+    claimed.sort_by(|a, b| (a.0, &a.1.run_id, &a.1.step).cmp(&(b.0, &b.1.run_id, &b.1.step)));
+    claimed.into_iter().map(|(_, item, run)| (item, run)).collect()
+}
+
+/// Claimed timers by due time, then SPEC §3 precedence, then run.
+fn in_timer_order(mut claimed: Vec<TimerItem>) -> Vec<TimerItem> {
+    claimed
+        .sort_by(|a, b| (a.due_at, a.timer.precedence(), &a.run_id).cmp(&(b.due_at, b.timer.precedence(), &b.run_id)));
+    claimed
 }
 
 /// Fails with [`StoreError::LeaseLost`] unless the claimed row is still leased

@@ -18,7 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use crate::StoreError;
+use crate::{StoreError, wakeups};
 
 /// How long a SQLite writer waits for the database lock before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -57,7 +57,16 @@ impl Pool {
             let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db)?;
             Ok(Pool::Sqlite(pool, Arc::new(Mutex::new(()))))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            let pool = PgPoolOptions::new().max_connections(PG_MAX_CONNECTIONS).connect(url).await.map_err(db)?;
+            let instance: Arc<str> = wakeups::new_instance().into();
+            let pool = PgPoolOptions::new()
+                .max_connections(PG_MAX_CONNECTIONS)
+                .after_connect(move |conn, _| {
+                    let instance = Arc::clone(&instance);
+                    Box::pin(async move { wakeups::mark_connection(conn, &instance).await })
+                })
+                .connect(url)
+                .await
+                .map_err(db)?;
             Ok(Pool::Pg(pool))
         } else {
             Err(StoreError::UnsupportedUrl(url.split(':').next().unwrap_or_default().to_owned()))
@@ -84,7 +93,9 @@ impl Pool {
     /// write lock). On PostgreSQL a pooled connection outside any transaction:
     /// each statement reads its own committed snapshot, and no `BEGIN` or
     /// `ROLLBACK` round trip is spent on a read — so a read of several
-    /// statements must not depend on their seeing one moment.
+    /// statements must not depend on their seeing one moment. On PostgreSQL
+    /// it also carries the writes that are one statement each (a plain
+    /// admission, a worker's claim round): each commits on its own.
     pub(crate) async fn begin_read(&self) -> Result<Tx, StoreError> {
         match self {
             Pool::Sqlite(p, _) => Ok(Tx::Sqlite(SqliteTx { tx: p.begin().await.map_err(db)?, _writer: None })),

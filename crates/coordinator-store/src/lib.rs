@@ -18,7 +18,8 @@
 //! into the chain after commit, read), `runs`
 //! (admission, apply, reads), `events` (trigger events admitted, by id), `claims` (leases on outbox and timer rows),
 //! `waits` (the completion-reference index), `wakeups` (cross-process
-//! notification of new work), `types` (interface values).
+//! notification of new work), `tidy` (vacuuming the queue tables on
+//! PostgreSQL), `types` (interface values).
 
 mod at_once;
 mod audit;
@@ -30,6 +31,7 @@ mod hold;
 mod persist;
 mod runs;
 mod stats;
+mod tidy;
 mod types;
 mod waits;
 mod wakeups;
@@ -44,9 +46,10 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 pub use audit::AuditPage;
 pub use claims::WorkScope;
 pub use hold::Hold;
+pub use persist::wakes_workers;
 pub use types::{
-    Admission, Claim, ClaimedRun, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, RunWork, TimerItem,
-    TriggerEvent, WorkItem, WorkKind,
+    Admission, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due, NewRun, Package, Page, RunFilter, RunRow,
+    RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;
 

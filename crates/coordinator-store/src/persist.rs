@@ -50,6 +50,21 @@ pub(crate) enum Write<'a> {
     Journal { kind: AuditKind, step: Option<&'a str>, detail: &'a str },
 }
 
+impl Write<'_> {
+    /// Whether the write makes something claimable (work queued, a timer set):
+    /// what wakes workers.
+    pub(crate) fn wakes(&self) -> bool {
+        matches!(self, Write::QueueWork { .. } | Write::SetTimer { .. })
+    }
+}
+
+/// Whether committing `actions` queues work or sets a timer — what a
+/// transaction notifies other processes of, and what the committing process
+/// wakes its own worker for.
+pub fn wakes_workers(actions: &[Action]) -> bool {
+    actions.iter().flat_map(writes).any(|w| w.wakes())
+}
+
 /// The writes of one action.
 pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
     use Write::*;
@@ -149,7 +164,7 @@ pub(crate) async fn persist<'a>(
     let mut journal = Vec::new();
     for action in actions {
         for write in writes(action) {
-            wakes |= matches!(write, Write::QueueWork { .. } | Write::SetTimer { .. });
+            wakes |= write.wakes();
             match write {
                 Write::Journal { kind, step, detail } => {
                     journal.push(Line { kind: audit_kind(kind), step, detail: detail.into() });

@@ -194,6 +194,34 @@ pub struct ClaimedRun {
     pub snapshot: Vec<u8>,
 }
 
+/// How many rows of each kind one `Store::claim_due` takes at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimLimits {
+    /// Due timers.
+    pub timers: u32,
+    /// Due outbox rows.
+    pub work: u32,
+}
+
+impl ClaimLimits {
+    /// Claims nothing: only when work is next due.
+    pub const NONE: ClaimLimits = ClaimLimits { timers: 0, work: 0 };
+}
+
+/// What one `Store::claim_due` took, and when work is due after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Due timers claimed, in firing order (due time, then SPEC §3 precedence).
+    pub timers: Vec<TimerItem>,
+    /// Due outbox rows claimed, with their runs, in claim order.
+    pub work: Vec<(WorkItem, ClaimedRun)>,
+    /// The earliest instant a further claim could return something: the first
+    /// row left unclaimed, or the first lease to run out (those just taken
+    /// included). It may be in the past (more is due than the limits took, or
+    /// another claimer holds due rows). `None`: nothing is queued.
+    pub next: Option<i64>,
+}
+
 /// A timer row claimed by a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TimerItem {

@@ -4,8 +4,12 @@
 //! process sleep until one arrives.
 //!
 //! On SQLite there is one process, woken in-process by its engine, so nothing
-//! is sent and [`Wakeups::next`] never resolves. A wake-up carries nothing: it
-//! only says "read the state again"; losing one costs a polling interval.
+//! is sent and [`Wakeups::next`] never resolves. A wake-up only says "read the
+//! state again"; losing one costs a polling interval. Its payload names the
+//! store that sent it (a random instance name each connection of a [`Store`]
+//! carries as the setting `coordinator.instance`), and a store's own
+//! subscription ignores its own notifications: the process that committed
+//! wakes its worker in-process already.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +27,27 @@ pub const WORK_CHANNEL: &str = "coordinator_work";
 /// How long the listener waits before reconnecting after a failure.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
-const NOTIFY: &str = "SELECT pg_notify($1, '')";
+const MARK: &str = "SELECT set_config('coordinator.instance', $1, false)";
+/// The notification, with the sending store's instance name as its payload.
+const NOTIFY: &str = "SELECT pg_notify($1, coalesce(current_setting('coordinator.instance', true), ''))";
+const OWN: &str = "SELECT coalesce(current_setting('coordinator.instance', true), '')";
+
+/// A name for one store instance, unique among the processes sharing a
+/// database in practice: the process id, the clock, and the per-process
+/// random keys of the standard library's hasher.
+pub(crate) fn new_instance() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    format!("{:016x}-{}", hasher.finish(), std::process::id())
+}
+
+/// Marks a new connection as one of `instance`'s (its notifications carry the name).
+pub(crate) async fn mark_connection(conn: &mut sqlx::PgConnection, instance: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(MARK).bind(instance).execute(conn).await.map(|_| ())
+}
 
 /// Notifies other processes that work may be due, inside `tx` (PostgreSQL only).
 pub(crate) async fn notify(tx: &mut Tx) -> Result<(), StoreError> {
@@ -82,18 +106,25 @@ impl Store {
         let options = (*pool.connect_options()).clone();
         let own =
             PgPoolOptions::new().max_connections(1).max_lifetime(None).idle_timeout(None).connect_lazy_with(options);
+        // Any of the store's connections says its instance name.
+        let instance: String = match self.pool.begin_read().await?.fetch_optional(OWN, Vec::new()).await? {
+            Some(row) => row.get(0)?,
+            None => String::new(),
+        };
         let mut listener = PgListener::connect_with(&own).await.map_err(db)?;
         listener.listen(WORK_CHANNEL).await.map_err(db)?;
         let woken = Arc::new(Notify::new());
-        let task = tokio::spawn(listen(listener, Arc::clone(&woken)));
+        let task = tokio::spawn(listen(listener, instance, Arc::clone(&woken)));
         Ok(Wakeups { inner: Some(Listening { woken, task }) })
     }
 }
 
-/// Forwards notifications (and lost connections) to `woken` until aborted.
-async fn listen(mut listener: PgListener, woken: Arc<Notify>) {
+/// Forwards notifications of other stores (and lost connections) to `woken` until aborted.
+async fn listen(mut listener: PgListener, instance: String, woken: Arc<Notify>) {
     loop {
         match listener.try_recv().await {
+            // This store's own commit: its process woke its worker already.
+            Ok(Some(n)) if !instance.is_empty() && n.payload() == instance => {}
             // A notification, or a lost connection (re-established by the listener): wake.
             Ok(_) => woken.notify_one(),
             Err(_) => {

@@ -3,7 +3,8 @@
 //! `conformance!` gives each a driver on a fresh SQLite file and one on a fresh
 //! PostgreSQL database, migrated to the current schema (or, for upgrade tests,
 //! only to the first). Claim counting lives in `conformance/redispatch.rs`,
-//! the wait index and wake-ups in `conformance/waits.rs`, trigger events in
+//! the wait index and wake-ups in `conformance/waits.rs`, a worker's claim
+//! round in `conformance/due.rs`, trigger events in
 //! `conformance/events.rs`, the hash-chained audit journal in
 //! `conformance/audit.rs`.
 //!
@@ -14,6 +15,8 @@
 mod audit_chain;
 #[path = "conformance/batch.rs"]
 mod batch;
+#[path = "conformance/due.rs"]
+mod due;
 #[path = "conformance/events.rs"]
 mod events;
 #[path = "conformance/hold.rs"]
@@ -39,7 +42,11 @@ use batch::{
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
 use coordinator_store::{
-    Admission, Claim, Cursor, Decision, Package, RunFilter, Store, StoreError, TimerItem, WorkItem, WorkKind,
+    Admission, Claim, Cursor, Decision, Package, RunFilter, Store, StoreError, TimerItem, WorkItem, WorkKind, WorkScope,
+};
+use due::{
+    a_claim_round_takes_both_kinds_and_says_what_is_due_next, next_due,
+    the_queue_tables_are_tidied_without_waiting_on_postgres,
 };
 use events::{
     a_refused_admission_records_no_event, an_event_admits_once_and_replays_its_run,
@@ -96,6 +103,7 @@ conformance!(Current in on_sqlite, on_postgres:
     a_new_attempt_resets_the_claim_count,
     open_waits_are_indexed_by_reference,
     work_committed_elsewhere_wakes_a_listener_on_postgres,
+    the_queue_tables_are_tidied_without_waiting_on_postgres,
     the_restore_hold_is_placed_once_and_released,
     receipts_are_claimed_on_held_runs_and_alone_in_recovery,
     an_event_admits_once_and_replays_its_run,
@@ -115,6 +123,7 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     a_run_twice_in_one_batch_is_refused_whole,
     both_admission_paths_write_the_same_rows,
     claims_carry_the_run_as_they_read_it,
+    a_claim_round_takes_both_kinds_and_says_what_is_due_next,
 );
 
 conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres:
@@ -335,7 +344,7 @@ async fn timers_are_claimed_and_the_deadline_ends_the_run(store: &Store) {
     let wf = workflow();
     let id = admit(store, &wf, &run_id(1), T0).await;
     let deadline = T0 + i64::try_from(wf.definition.deadline_seconds).unwrap_or(0) * 1000;
-    assert_eq!(ok(store.next_due().await, "next due"), Some(T0), "the first attempt is due at once");
+    assert_eq!(next_due(store, WorkScope::All).await, Some(T0), "the first attempt is due at once");
     assert_eq!(ok(store.claim_timers(deadline - 1, "w1", LEASE_MS, 10).await, "early"), vec![]);
     let claimed = ok(store.claim_timers(deadline, "w1", LEASE_MS, 10).await, "claim");
     let revision = ok(store.load(&id).await, "load").map(|r| r.revision).unwrap_or_default();
@@ -344,7 +353,7 @@ async fn timers_are_claimed_and_the_deadline_ends_the_run(store: &Store) {
     assert_eq!(ok(store.claim_timers(deadline, "w2", LEASE_MS, 10).await, "leased"), vec![]);
     // The attempt is leased too now: the next due instant is the first lease to run out.
     ok(store.claim_work(deadline, "w1", LEASE_MS, 10).await, "the attempt");
-    assert_eq!(ok(store.next_due().await, "leased"), Some(deadline + LEASE_MS + 1));
+    assert_eq!(next_due(store, WorkScope::All).await, Some(deadline + LEASE_MS + 1));
     let wrong =
         store.apply_fenced(&Claim::Timer(item.clone()), "w2", deadline, |_| Err::<Decision, _>("unreached")).await;
     assert!(matches!(wrong, Err(StoreError::LeaseLost { .. })), "{wrong:?}");
@@ -354,7 +363,7 @@ async fn timers_are_claimed_and_the_deadline_ends_the_run(store: &Store) {
     let work = ok(store.work_of(&id).await, "work");
     assert!(work.outbox.is_empty() && work.timers.is_empty(), "EndRun removes all work: {work:?}");
     assert_eq!(ok(store.load(&id).await, "load").map(|r| r.state), Some(RunState::Expired));
-    assert_eq!(ok(store.next_due().await, "next due"), None);
+    assert_eq!(next_due(store, WorkScope::All).await, None);
 }
 
 async fn list_runs_paginates_with_a_stable_cursor(store: &Store) {

@@ -65,8 +65,8 @@ pub enum DevError {
     Engine(#[from] EngineError),
 }
 
-/// A running dev stack. Dropping it stops the server, the worker and the sealer
-/// (and removes a temporary data directory).
+/// A running dev stack. Dropping it stops the server and the background
+/// tasks (worker, sealer, janitor) and removes a temporary data directory.
 pub struct Dev {
     /// The address served.
     pub addr: SocketAddr,
@@ -196,8 +196,8 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
             eprintln!("coordinator dev: server stopped: {e}");
         }
     });
-    let worker = tokio::spawn(crate::worker::run(Arc::clone(&engine)));
-    let sealer = tokio::spawn(crate::sealer::run(Arc::clone(&engine)));
+    let mut tasks = vec![server];
+    tasks.extend(crate::spawn_background(&engine));
     Ok(Dev {
         addr,
         data_dir,
@@ -208,7 +208,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         revision: checked.revision,
         sims,
         engine,
-        tasks: vec![server, worker, sealer],
+        tasks,
         _temp: temp,
     })
 }

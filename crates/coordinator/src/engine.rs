@@ -339,7 +339,9 @@ impl Engine {
         self.metrics.admission(created);
         if created {
             self.metrics.admitted(committed, started.elapsed());
-            self.wake.notify_one();
+            if committed.queued {
+                self.wake.notify_one();
+            }
         }
         // A run created now is in the state its first decision left; an earlier one is read back.
         let state = match (created, first_state) {
@@ -371,9 +373,7 @@ impl Engine {
 
     async fn handle_by(&self, run_id: &str, event: &Event, now: i64, actor: Option<&str>) -> Result<(), EngineError> {
         let wf = self.workflow_of(run_id).await?;
-        self.apply_recorded(None, run_id, event, now, &wf, actor).await?;
-        self.wake.notify_one();
-        Ok(())
+        self.apply_recorded(None, run_id, event, now, &wf, actor).await
     }
 
     /// Applies a worker's report on a claimed row (a product's answer, a due
@@ -421,9 +421,10 @@ impl Engine {
         result
     }
 
-    /// The after-commit metrics of one event's decision: recorded when it
-    /// committed, or when the machine ignored or refused it (nothing written);
-    /// not when nothing was decided (lease lost, stale, store failure).
+    /// The after-commit hooks of one event's decision: its metrics, recorded
+    /// when it committed, or when the machine ignored or refused it (nothing
+    /// written), not when nothing was decided (lease lost, stale, store
+    /// failure); and the worker woken when the commit queued work or set a timer.
     pub(crate) fn record(
         &self,
         event: &Event,
@@ -439,6 +440,9 @@ impl Engine {
         };
         let committed = if decided == Decided::Applied { committed } else { None };
         self.metrics.decision(event, decided, committed, elapsed);
+        if committed.is_some_and(|c| c.queued) {
+            self.wake.notify_one();
+        }
     }
 
     /// The workflow a stored run is pinned to.

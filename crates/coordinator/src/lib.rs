@@ -10,6 +10,7 @@
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
 //! `sealer` (chains the audit journal's pending entries in the background),
+//! `janitor` (vacuums the queue tables on PostgreSQL),
 //! `completions` (completion notifications), `events` (admission from signed
 //! product events) and `signature` (their HMAC header), `dev` (the one-command
 //! development stack), `error`.
@@ -26,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod hold;
 pub mod inspection;
+pub mod janitor;
 pub mod metrics;
 pub mod oidc;
 pub mod project_dir;
@@ -36,6 +38,17 @@ pub mod signature;
 pub mod worker;
 
 pub use engine::{AdmitRequest, AdmitResult, Engine, RunView};
+
+/// Starts an engine's background tasks: the worker, the audit journal's
+/// sealer and the janitor (the last two return at once in recovery-only mode,
+/// which writes nothing on its own).
+pub(crate) fn spawn_background(engine: &std::sync::Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(worker::run(std::sync::Arc::clone(engine))),
+        tokio::spawn(sealer::run(std::sync::Arc::clone(engine))),
+        tokio::spawn(janitor::run(std::sync::Arc::clone(engine))),
+    ]
+}
 pub use error::EngineError;
 
 /// Extra stack for a worker thread beyond what a function call needs.

@@ -52,7 +52,8 @@ impl ServeError {
     }
 }
 
-/// A running service. Dropping it stops the server, the worker and the sealer.
+/// A running service. Dropping it stops the server and the background
+/// tasks (worker, sealer, janitor).
 pub struct Service {
     /// The address served.
     pub addr: SocketAddr,
@@ -102,7 +103,7 @@ pub async fn migrate(config: &RuntimeConfig) -> Result<(), ServeError> {
 
 /// Starts the service of a resolved deployment: connects to the migrated
 /// database, stores and activates the pinned package, and serves the API,
-/// the worker and the audit journal's sealer.
+/// the worker, the audit journal's sealer and the janitor.
 ///
 /// # Errors
 /// [`ServeError`] naming what cannot start.
@@ -174,14 +175,7 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
             eprintln!("coordinator serve: server stopped: {e}");
         }
     });
-    let worker = tokio::spawn(crate::worker::run(Arc::clone(&engine)));
-    // Returns at once in recovery-only mode (which writes nothing on its own).
-    let sealer = tokio::spawn(crate::sealer::run(Arc::clone(&engine)));
-    Ok(Service {
-        addr,
-        engine,
-        workflow: package.workflow.clone(),
-        revision: package.revision.clone(),
-        tasks: vec![server, worker, sealer],
-    })
+    let mut tasks = vec![server];
+    tasks.extend(crate::spawn_background(&engine));
+    Ok(Service { addr, engine, workflow: package.workflow.clone(), revision: package.revision.clone(), tasks })
 }

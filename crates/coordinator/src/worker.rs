@@ -29,7 +29,7 @@ use coordinator_core::machine::run::Run;
 use coordinator_core::model::catalog::Effect;
 use coordinator_core::model::workflow::Step;
 use coordinator_products::Connection;
-use coordinator_store::{Claim, ClaimedRun, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
+use coordinator_store::{Claim, ClaimLimits, ClaimedRun, Due, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
 
 use crate::committer::{self, Reports};
 use crate::engine::Engine;
@@ -94,26 +94,25 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
         }
     };
     loop {
-        let claimed = match claim_round(&engine, &reports, options).await {
-            Ok(n) => n,
+        let next = match claim_round(&engine, &reports, options).await {
+            Ok(next) => next,
             Err(e) => {
                 eprintln!("coordinator worker: claiming failed: {e}");
-                0
+                None
             }
         };
-        if claimed > 0 {
+        let sleep = match next {
+            Some(due) => Duration::from_millis(u64::try_from(due.saturating_sub(engine.now())).unwrap_or(0)),
+            None => MAX_SLEEP,
+        };
+        if sleep.is_zero() {
+            // More is due than one round takes (or another claimer holds due rows a moment).
             continue;
         }
-        let sleep = match engine.store.next_due_in(scope(&engine)).await {
-            Ok(Some(due)) => {
-                Duration::from_millis(u64::try_from(due.saturating_sub(engine.now())).unwrap_or(0)).min(MAX_SLEEP)
-            }
-            Ok(None) | Err(_) => MAX_SLEEP,
-        };
         tokio::select! {
             () = engine.wake.notified() => {}
             () = wakeups.next() => {}
-            () = tokio::time::sleep(sleep) => {}
+            () = tokio::time::sleep(sleep.min(MAX_SLEEP)) => {}
         }
     }
 }
@@ -123,18 +122,17 @@ fn scope(engine: &Engine) -> WorkScope {
     if engine.recovery_only { WorkScope::ReceiptsOnly } else { WorkScope::All }
 }
 
-/// Claims due timers and work and starts a task for each; returns how many were claimed.
-async fn claim_round(engine: &Arc<Engine>, reports: &Reports, options: WorkerOptions) -> Result<usize, EngineError> {
-    let now = engine.now();
+/// Claims due timers and work and starts a task for each; returns when work
+/// is next due after what it claimed (`None`: nothing is queued).
+async fn claim_round(
+    engine: &Arc<Engine>,
+    reports: &Reports,
+    options: WorkerOptions,
+) -> Result<Option<i64>, EngineError> {
+    let limits = ClaimLimits { timers: TIMER_CLAIM_LIMIT, work: CLAIM_LIMIT };
     // Recovery-only: no timer fires and nothing is dispatched; receipts are only read.
-    let timers = if engine.recovery_only {
-        Vec::new()
-    } else {
-        engine.store.claim_timers(now, &engine.owner, options.lease_ms, TIMER_CLAIM_LIMIT).await?
-    };
-    let work =
-        engine.store.claim_work_with_runs(scope(engine), now, &engine.owner, options.lease_ms, CLAIM_LIMIT).await?;
-    let claimed = timers.len() + work.len();
+    let Due { timers, work, next } =
+        engine.store.claim_due(scope(engine), engine.now(), &engine.owner, options.lease_ms, limits).await?;
     // Timers first. One run's timers fire one after another in the store's order
     // (due time, then SPEC §3 precedence); different runs' fire concurrently. The
     // round waits for all of them, so a run's later timers are never claimed
@@ -151,7 +149,7 @@ async fn claim_round(engine: &Arc<Engine>, reports: &Reports, options: WorkerOpt
         let (engine, reports) = (Arc::clone(engine), reports.clone());
         firing.spawn(async move {
             for timer in group {
-                report(&engine, fire(&engine, &reports, timer).await, "timer");
+                report(fire(&engine, &reports, timer).await, "timer");
             }
         });
     }
@@ -161,15 +159,16 @@ async fn claim_round(engine: &Arc<Engine>, reports: &Reports, options: WorkerOpt
         tokio::spawn(async move {
             let kind = item.kind.as_str();
             let result = perform(&engine, &reports, item, run).await;
-            report(&engine, result, kind);
+            report(result, kind);
         });
     }
-    Ok(claimed)
+    Ok(next)
 }
 
-fn report(engine: &Engine, result: Result<(), EngineError>, what: &str) {
+fn report(result: Result<(), EngineError>, what: &str) {
     match result {
-        Ok(()) => engine.wake.notify_one(),
+        // The engine woke the worker if the report queued anything.
+        Ok(()) => {}
         // A stale or unwanted report is acknowledged and ignored (its lease runs out).
         Err(EngineError::Ignored(_)) => {}
         Err(e) => eprintln!("coordinator worker: {what} not applied: {e}"),

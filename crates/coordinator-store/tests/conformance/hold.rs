@@ -36,11 +36,11 @@ pub(crate) async fn receipts_are_claimed_on_held_runs_and_alone_in_recovery(stor
     ok(store.apply(&run_id(2), T0 + 1, ask).await, "receipt requested");
     ok(store.apply(&run_id(2), T0 + 2, deciding(&wf, &Event::RestoreHoldPlaced, T0 + 2)).await, "hold");
 
-    assert_eq!(ok(store.next_due_in(WorkScope::ReceiptsOnly).await, "next receipt"), Some(T0 + 1));
+    assert_eq!(super::next_due(store, WorkScope::ReceiptsOnly).await, Some(T0 + 1));
     let receipts = ok(store.claim_work_in(WorkScope::ReceiptsOnly, T0 + 3, "r", LEASE_MS, 10).await, "receipts");
     let got: Vec<_> = receipts.iter().map(|w| (w.run_id.clone(), w.kind)).collect();
     assert_eq!(got, vec![(run_id(2), WorkKind::Receipt)], "only the receipt, though its run is held");
-    assert_eq!(ok(store.next_due_in(WorkScope::ReceiptsOnly).await, "leased"), Some(T0 + 3 + LEASE_MS + 1));
+    assert_eq!(super::next_due(store, WorkScope::ReceiptsOnly).await, Some(T0 + 3 + LEASE_MS + 1));
 
     let all = ok(store.claim_work(T0 + 3, "w", LEASE_MS, 10).await, "everything else");
     let got: Vec<_> = all.iter().map(|w| (w.run_id.clone(), w.kind)).collect();

@@ -40,15 +40,23 @@ pub(crate) async fn open_waits_are_indexed_by_reference(store: &Store) {
 }
 
 /// Two handles on one database: a subscriber on one is woken by work the other
-/// commits (PostgreSQL `NOTIFY`); on SQLite the subscription stays silent.
+/// commits (PostgreSQL `NOTIFY`), not by work its own handle commits (its
+/// process wakes its worker in-process); on SQLite subscriptions stay silent.
 pub(crate) async fn work_committed_elsewhere_wakes_a_listener_on_postgres(db: &TestDb) {
     let other = ok(Store::connect(&db.url).await, "second handle");
-    let mut wakeups = ok(other.wakeups().await, "subscribe");
+    let mut theirs = ok(other.wakeups().await, "subscribe on the other handle");
+    let mut mine = ok(db.wakeups().await, "subscribe on the committing handle");
     let bound = if db.is_postgres() { WAKE_GUARD } else { SILENCE };
-    let waiting = tokio::spawn(async move { tokio::time::timeout(bound, wakeups.next()).await.is_ok() });
+    let waiting = tokio::spawn(async move { tokio::time::timeout(bound, theirs.next()).await.is_ok() });
     let wf = workflow();
     admit(db, &wf, &run_id(1), T0).await; // queues the first attempt and the deadline timer
     let woken = waiting.await.unwrap_or_else(|e| panic!("waiting task: {e}"));
     assert_eq!(woken, db.is_postgres(), "woken across handles exactly on PostgreSQL");
+    // The other subscriber has its notification: this one was sent the same and ignored it.
+    let own = tokio::time::timeout(SILENCE, mine.next()).await.is_ok();
+    assert!(!own, "a handle's own commit does not wake its own subscriber");
+    admit(&other, &wf, &run_id(2), T0).await;
+    let crossed = tokio::time::timeout(bound, mine.next()).await.is_ok();
+    assert_eq!(crossed, db.is_postgres(), "the other handle's commit wakes it");
     other.close().await;
 }
