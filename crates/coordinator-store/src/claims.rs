@@ -19,16 +19,20 @@ use crate::persist::{parse_timer, timer_key};
 use crate::types::{Claim, ClaimLimits, ClaimedRun, Due, RunWork, TimerItem, WorkItem, WorkKind};
 use crate::{Store, StoreError, wakeups};
 
-/// The claim of due outbox rows: `$1` owner, `$2` lease end, `$3` now, `$4`
-/// limit, `$5` 1 for receipts only; `$lock` is PostgreSQL's row-lock clause.
+/// A claim of outbox rows: `$1` owner, `$2` lease end, `$3` now, `$5` 1 for
+/// receipts only; `$rows` says which rows, `$order` and `$limit` how many
+/// and which first, `$lock` is PostgreSQL's row-lock clause.
 macro_rules! claim_work_sql {
-    ($lock:literal) => {
+    ($rows:literal, $order:literal, $limit:literal, $lock:literal) => {
         concat!(
             "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
              WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
-             WHERE o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3) \
-             AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
-             ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4",
+             WHERE ",
+            $rows,
+            " AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') ORDER BY ",
+            $order,
+            " LIMIT ",
+            $limit,
             $lock,
             ") RETURNING run_id, step, kind, attempt, not_before, claims, \
              (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id) AS revision, \
@@ -37,8 +41,37 @@ macro_rules! claim_work_sql {
     };
 }
 
+/// PostgreSQL's claim of outbox rows, as `WITH` parts ending in
+/// `claimed_work` (`$4` the limit): unleased due rows from the partial index
+/// `outbox_unleased` first, then rows whose lease ran out (`outbox_leased`)
+/// up to the same limit. Two reads, so neither steps over the other's rows:
+/// a claim in one index order would step over every row in flight (leased,
+/// not yet reported) that is older than the first unleased one.
+macro_rules! claimed_work_pg {
+    () => {
+        concat!(
+            "claimed_fresh AS (",
+            claim_work_sql!(
+                "o.lease_until IS NULL AND o.not_before <= $3",
+                "o.not_before, o.run_id, o.step, o.kind",
+                "$4",
+                " FOR UPDATE OF o SKIP LOCKED"
+            ),
+            "), claimed_expired AS (",
+            claim_work_sql!(
+                "o.lease_until < $3",
+                "o.lease_until, o.run_id, o.step, o.kind",
+                "$4 - (SELECT count(*) FROM claimed_fresh)",
+                " FOR UPDATE OF o SKIP LOCKED"
+            ),
+            "), claimed_work AS (SELECT * FROM claimed_fresh UNION ALL SELECT * FROM claimed_expired)"
+        )
+    };
+}
+
 /// The claim of due timers: `$1` owner, `$2` lease end, `$3` now, `$limit`
-/// the placeholder of the limit; `$lock` as in `claim_work_sql`.
+/// the placeholder of the limit; `$lock` as in `claim_work_sql`. One read in
+/// claim order (`timers_claim_order`), so a run's timers are claimed in their order.
 macro_rules! claim_timers_sql {
     ($limit:literal, $lock:literal) => {
         concat!(
@@ -97,8 +130,19 @@ macro_rules! next_due_sql {
     };
 }
 
-const CLAIM_WORK_SQLITE: &str = claim_work_sql!("");
-const CLAIM_WORK_PG: &str = claim_work_sql!(" FOR UPDATE OF o SKIP LOCKED");
+/// `$4` the limit. SQLite deletes in place and serialises claimers, so one
+/// read in claim order (`outbox_claim_order`) serves.
+const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
+    "o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3)",
+    "o.not_before, o.run_id, o.step, o.kind",
+    "$4",
+    ""
+);
+const CLAIM_WORK_PG: &str = concat!(
+    "WITH ",
+    claimed_work_pg!(),
+    " SELECT run_id, step, kind, attempt, not_before, claims, revision, snapshot FROM claimed_work"
+);
 const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!("$4", "");
 const CLAIM_TIMERS_PG: &str = claim_timers_sql!("$4", " FOR UPDATE OF t SKIP LOCKED");
 /// `$1`: 1 for receipts only.
@@ -111,9 +155,9 @@ const NEXT_DUE: &str = next_due_sql!("$1", "", "", "");
 /// `timer` (run, timer, due_at in the not_before column, revision), and one
 /// `next` (the instant in the not_before column).
 const CLAIM_DUE_PG: &str = concat!(
-    "WITH claimed_work AS (",
-    claim_work_sql!(" FOR UPDATE OF o SKIP LOCKED"),
-    "), claimed_timers AS (",
+    "WITH ",
+    claimed_work_pg!(),
+    ", claimed_timers AS (",
     claim_timers_sql!("$6", " FOR UPDATE OF t SKIP LOCKED"),
     ") SELECT 'work', run_id, step, kind, attempt, not_before, claims, revision, snapshot FROM claimed_work \
      UNION ALL SELECT 'timer', run_id, timer, NULL, NULL, due_at, NULL, revision, NULL FROM claimed_timers \

@@ -63,6 +63,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (5, "audit chain", include_str!("../migrations/sqlite/0005_audit_chain.sql")),
     (6, "claim order indexes", include_str!("../migrations/sqlite/0006_claim_order_indexes.sql")),
     (7, "audit pending index", include_str!("../migrations/sqlite/0007_audit_pending.sql")),
+    (8, "unleased outbox index", include_str!("../migrations/sqlite/0008_unleased_outbox.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -72,6 +73,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (5, "audit chain", include_str!("../migrations/pg/0005_audit_chain.sql")),
     (6, "claim order indexes", include_str!("../migrations/pg/0006_claim_order_indexes.sql")),
     (7, "audit pending index", include_str!("../migrations/pg/0007_audit_pending.sql")),
+    (8, "unleased outbox index", include_str!("../migrations/pg/0008_unleased_outbox.sql")),
 ];
 
 /// The migrations compiled into the binary, as sqlx's migrator reads them.

@@ -45,7 +45,7 @@ use coordinator_store::{
     Admission, Claim, Cursor, Decision, Package, RunFilter, Store, StoreError, TimerItem, WorkItem, WorkKind, WorkScope,
 };
 use due::{
-    a_claim_round_takes_both_kinds_and_says_what_is_due_next, next_due,
+    a_claim_round_takes_both_kinds_and_says_what_is_due_next, fresh_and_expired_rows_share_one_limit, next_due,
     the_queue_tables_are_tidied_without_waiting_on_postgres,
 };
 use events::{
@@ -124,6 +124,7 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     both_admission_paths_write_the_same_rows,
     claims_carry_the_run_as_they_read_it,
     a_claim_round_takes_both_kinds_and_says_what_is_due_next,
+    fresh_and_expired_rows_share_one_limit,
 );
 
 conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres:

@@ -77,6 +77,30 @@ pub(crate) async fn a_claim_round_takes_both_kinds_and_says_what_is_due_next(sto
     assert_eq!(fourth.next, Some(at + LEASE_MS + 1), "everything is leased until then");
 }
 
+/// Rows whose lease ran out and rows never leased are claimed together, up
+/// to one limit (PostgreSQL reads them from two indexes).
+pub(crate) async fn fresh_and_expired_rows_share_one_limit(store: &Store) {
+    let wf = workflow();
+    for n in 1..=2 {
+        admit(store, &wf, &run_id(n), T0).await;
+    }
+    let first = ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "first claim");
+    assert_eq!(first.len(), 2);
+    let later = T0 + LEASE_MS + 5;
+    for n in 3..=4 {
+        admit(store, &wf, &run_id(n), later).await;
+    }
+    let at = later + 1;
+    let three = ok(store.claim_work(at, "w2", LEASE_MS, 3).await, "three of four");
+    assert_eq!(three.len(), 3, "{three:?}");
+    let rest = ok(store.claim_work(at, "w3", LEASE_MS, 10).await, "the rest");
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    let mut runs: Vec<(String, bool)> = three.iter().chain(&rest).map(|w| (w.run_id.clone(), w.reclaimed)).collect();
+    runs.sort();
+    let expected: Vec<(String, bool)> = (1..=4).map(|n| (run_id(n), n <= 2)).collect();
+    assert_eq!(runs, expected, "each row once; the expired ones are reclaimed");
+}
+
 /// How many times PostgreSQL vacuumed `table` by request (not autovacuum).
 async fn vacuums(url: &str, table: &str) -> i64 {
     let mut conn = PgConnection::connect(url).await.unwrap_or_else(|e| panic!("connect: {e}"));
