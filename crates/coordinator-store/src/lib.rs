@@ -64,6 +64,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (6, "claim order indexes", include_str!("../migrations/sqlite/0006_claim_order_indexes.sql")),
     (7, "audit pending index", include_str!("../migrations/sqlite/0007_audit_pending.sql")),
     (8, "unleased outbox index", include_str!("../migrations/sqlite/0008_unleased_outbox.sql")),
+    (9, "sealed audit indexes", include_str!("../migrations/sqlite/0009_sealed_audit_indexes.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -74,6 +75,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (6, "claim order indexes", include_str!("../migrations/pg/0006_claim_order_indexes.sql")),
     (7, "audit pending index", include_str!("../migrations/pg/0007_audit_pending.sql")),
     (8, "unleased outbox index", include_str!("../migrations/pg/0008_unleased_outbox.sql")),
+    (9, "sealed audit indexes", include_str!("../migrations/pg/0009_sealed_audit_indexes.sql")),
 ];
 
 /// The migrations compiled into the binary, as sqlx's migrator reads them.
