@@ -38,13 +38,17 @@ use std::borrow::Cow;
 
 use coordinator_core::audit::{Content, Entry, Head};
 
-use crate::db::{Arg, Dialect, Row, Tx};
+use crate::db::{Arg, Dialect, Row, Tx, Writer};
 use crate::{Store, StoreError};
 
 const HEAD_SQLITE: &str = "SELECT position, hash FROM audit_head WHERE singleton = 1";
 const HEAD_PG: &str = "SELECT position, hash FROM audit_head WHERE singleton = 1 FOR UPDATE";
 const HEAD_READ: &str = "SELECT position, hash FROM audit_head WHERE singleton = 1";
-const APPEND_SQLITE: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor) VALUES ($1, $2, $3, $4, $5, $6)";
+/// All lines in one statement: `$3` is a JSON array of `[run, kind, step,
+/// detail]`, inserted in its order (so `seq` follows it).
+const APPEND_SQLITE: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor) \
+     SELECT json_extract(j.value, '$[0]'), $1, json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), \
+     json_extract(j.value, '$[3]'), $2 FROM json_each($3) AS j ORDER BY j.key";
 /// All lines in one statement; `ORDER BY` the lines' order, so `seq` (taken as
 /// the sorted rows are inserted) follows it.
 const APPEND_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor) \
@@ -129,17 +133,10 @@ pub(crate) async fn append_entries(
             tx.execute(APPEND_PG, args).await?;
         }
         Dialect::Sqlite => {
-            for (run_id, line) in entries {
-                let args: Vec<Arg> = vec![
-                    (*run_id).into(),
-                    at.into(),
-                    line.kind.into(),
-                    line.step.into(),
-                    line.detail.as_ref().into(),
-                    actor.into(),
-                ];
-                tx.execute(APPEND_SQLITE, args).await?;
-            }
+            let lines: Vec<(Option<&str>, &str, Option<&str>, &str)> =
+                entries.iter().map(|(run, l)| (*run, l.kind, l.step, l.detail.as_ref())).collect();
+            let lines = serde_json::to_string(&lines).map_err(|e| StoreError::Corrupt(format!("audit lines: {e}")))?;
+            tx.execute(APPEND_SQLITE, vec![at.into(), actor.into(), lines.into()]).await?;
         }
     }
     Ok(())
@@ -166,7 +163,7 @@ pub(crate) async fn seal(store: &Store, limit: u32) -> Result<u64, StoreError> {
     if !pending {
         return Ok(0);
     }
-    let mut tx = store.pool.begin().await?;
+    let mut tx = store.pool.begin_for(Writer::Background).await?;
     let dialect = tx.dialect();
     let lock = match dialect {
         Dialect::Sqlite => HEAD_SQLITE,

@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use coordinator_core::machine::action::Action;
 
 use crate::audit::{self, Line};
-use crate::db::{Arg, Dialect, Tx};
+use crate::db::{Arg, Dialect, Tx, Writer};
 use crate::persist::{Write, audit_kind, execute, timer_key, writes};
 use crate::types::{Claim, Decision};
 use crate::{Store, StoreError, claims, runs, wakeups};
@@ -104,7 +104,7 @@ impl Store {
         if let Some(twice) = claims.iter().map(run_of).find(|run| !seen.insert(*run)) {
             return Err(StoreError::Conflict { what: format!("run {twice} appears twice in one batch") });
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_for(Writer::Background).await?;
         let outcome = match tx.dialect() {
             Dialect::Pg => batch_pg(&mut tx, claims, owner, at, &mut decide).await?,
             Dialect::Sqlite => batch_sqlite(&mut tx, claims, owner, at, &mut decide).await?,

@@ -14,7 +14,7 @@
 //! that leaves it above 1 is `reclaimed`: an earlier claim ran out without a
 //! report, so that worker may have sent the request.
 
-use crate::db::{Arg, Dialect, Pool, Row, Tx};
+use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
 use crate::persist::{parse_timer, timer_key};
 use crate::types::{Claim, ClaimLimits, ClaimedRun, Due, RunWork, TimerItem, WorkItem, WorkKind};
 use crate::{Store, StoreError, wakeups};
@@ -243,7 +243,7 @@ impl Store {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_for(Writer::Background).await?;
         let claimed = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limit).await?;
         tx.commit().await?;
         Ok(claimed)
@@ -259,7 +259,7 @@ impl Store {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<TimerItem>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_for(Writer::Background).await?;
         let claimed = claim_timer_rows(&mut tx, now, owner, lease_ms, limit).await?;
         tx.commit().await?;
         Ok(claimed)
@@ -282,7 +282,7 @@ impl Store {
     ) -> Result<Due, StoreError> {
         let timer_limit = if scope == WorkScope::All { limits.timers } else { 0 };
         if matches!(self.pool, Pool::Sqlite(..)) {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.pool.begin_for(Writer::Background).await?;
             let timers = claim_timer_rows(&mut tx, now, owner, lease_ms, timer_limit).await?;
             let work = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limits.work).await?;
             // The claims above are visible here: their leases count, not their due times.
@@ -314,7 +314,7 @@ impl Store {
     /// due again at once (other processes are woken). Returns whether `owner`
     /// still held it.
     pub async fn release(&self, claim: &Claim, owner: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_for(Writer::Background).await?;
         let released = match claim {
             Claim::Work(w) => tx.execute(RELEASE_WORK, work_args(w, owner)).await?,
             Claim::Timer(t) => tx.execute(RELEASE_TIMER, timer_args(t, owner)?).await?,

@@ -26,8 +26,8 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The backend's connection pool.
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
-    /// An embedded SQLite database file, and the gate its writers queue at.
-    Sqlite(SqlitePool, Arc<Mutex<()>>),
+    /// An embedded SQLite database file, and the gates its writers queue at.
+    Sqlite(SqlitePool, Arc<Gates>),
     /// A PostgreSQL server.
     Pg(PgPool),
 }
@@ -39,6 +39,28 @@ pub(crate) enum Dialect {
     Sqlite,
     /// PostgreSQL.
     Pg,
+}
+
+/// Where this process's SQLite writers queue, in arrival order: SQLite admits
+/// one writer anyway, and a connection that finds the database locked waits
+/// in its busy handler's growing sleeps (up to 100 ms each), not in a queue.
+/// Background writers (the worker's claims and reports, the sealer) first
+/// take turns among themselves in their own lane, so at most one of them is
+/// ever ahead of a request's writer (an admission, an operator's command).
+#[derive(Debug, Default)]
+pub(crate) struct Gates {
+    writer: Arc<Mutex<()>>,
+    background: Arc<Mutex<()>>,
+}
+
+/// Whose write a transaction is, for SQLite's [`Gates`] (PostgreSQL's
+/// writers need no gate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// A request's: admissions, operators' commands, activations.
+    Request,
+    /// The background's: claims, reports, sealing.
+    Background,
 }
 
 /// Connections per process to PostgreSQL: few enough for several processes to
@@ -55,7 +77,7 @@ impl Pool {
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
             let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db)?;
-            Ok(Pool::Sqlite(pool, Arc::new(Mutex::new(()))))
+            Ok(Pool::Sqlite(pool, Arc::new(Gates::default())))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let instance: Arc<str> = wakeups::new_instance().into();
             let pool = PgPoolOptions::new()
@@ -73,32 +95,37 @@ impl Pool {
         }
     }
 
-    /// Starts a transaction that can write.
+    /// Starts a transaction that can write, for a request (see [`Writer`]).
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
+        self.begin_for(Writer::Request).await
+    }
+
+    /// Starts a transaction that can write, for `writer`.
+    pub(crate) async fn begin_for(&self, writer: Writer) -> Result<Tx, StoreError> {
         match self {
-            Pool::Sqlite(p, writers) => {
-                // One writer at a time in this process, in arrival order: SQLite
-                // admits one writer anyway, and a connection that finds the
-                // database locked waits in its busy handler's growing sleeps
-                // (up to 100 ms each), not in a queue.
-                let gate = Arc::clone(writers).lock_owned().await;
+            Pool::Sqlite(p, gates) => {
+                let lane = match writer {
+                    Writer::Request => None,
+                    Writer::Background => Some(Arc::clone(&gates.background).lock_owned().await),
+                };
+                let gate = Arc::clone(&gates.writer).lock_owned().await;
                 let tx = p.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
-                Ok(Tx::Sqlite(SqliteTx { tx, _writer: Some(gate) }))
+                Ok(Tx::Sqlite(SqliteTx { tx, _writer: Some(gate), _lane: lane }))
             }
             Pool::Pg(p) => Ok(Tx::Pg(p.begin().await.map_err(db)?)),
         }
     }
 
-    /// A handle for reads. On SQLite a deferred transaction (it takes no
-    /// write lock). On PostgreSQL a pooled connection outside any transaction:
-    /// each statement reads its own committed snapshot, and no `BEGIN` or
-    /// `ROLLBACK` round trip is spent on a read — so a read of several
+    /// A handle for reads: a pooled connection outside any transaction, on
+    /// either backend. Each statement reads its own committed snapshot, and no
+    /// `BEGIN` or `ROLLBACK` is spent on a read (on SQLite each statement is a
+    /// trip to the connection's thread and back) — so a read of several
     /// statements must not depend on their seeing one moment. On PostgreSQL
     /// it also carries the writes that are one statement each (a plain
     /// admission, a worker's claim round): each commits on its own.
     pub(crate) async fn begin_read(&self) -> Result<Tx, StoreError> {
         match self {
-            Pool::Sqlite(p, _) => Ok(Tx::Sqlite(SqliteTx { tx: p.begin().await.map_err(db)?, _writer: None })),
+            Pool::Sqlite(p, _) => Ok(Tx::SqliteRead(p.acquire().await.map_err(db)?)),
             Pool::Pg(p) => Ok(Tx::PgRead(p.acquire().await.map_err(db)?)),
         }
     }
@@ -219,13 +246,15 @@ pub(crate) enum Tx {
     Pg(Transaction<'static, Postgres>),
     /// A PostgreSQL connection outside any transaction ([`Pool::begin_read`]).
     PgRead(PoolConnection<Postgres>),
+    /// A SQLite connection outside any transaction ([`Pool::begin_read`]).
+    SqliteRead(PoolConnection<Sqlite>),
 }
 
 impl Tx {
     /// The dialect, for the few statements written twice.
     pub(crate) fn dialect(&self) -> Dialect {
         match self {
-            Tx::Sqlite(_) => Dialect::Sqlite,
+            Tx::Sqlite(_) | Tx::SqliteRead(_) => Dialect::Sqlite,
             Tx::Pg(_) | Tx::PgRead(_) => Dialect::Pg,
         }
     }
@@ -234,6 +263,7 @@ impl Tx {
     pub(crate) async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
         match self {
             Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.execute(&mut *t.tx).await.map_err(db)?.rows_affected()),
+            Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?.execute(&mut **c).await.map_err(db)?.rows_affected()),
             Tx::Pg(tx) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
             Tx::PgRead(conn) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
         }
@@ -247,6 +277,9 @@ impl Tx {
     ) -> Result<Option<Row>, StoreError> {
         match self {
             Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.fetch_optional(&mut *t.tx).await.map_err(db)?.map(Row::Sqlite)),
+            Tx::SqliteRead(c) => {
+                Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **c).await.map_err(db)?.map(Row::Sqlite))
+            }
             Tx::Pg(tx) => Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
             Tx::PgRead(conn) => Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(db)?.map(Row::Pg)),
         }
@@ -257,6 +290,13 @@ impl Tx {
         match self {
             Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?
                 .fetch_all(&mut *t.tx)
+                .await
+                .map_err(db)?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect()),
+            Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?
+                .fetch_all(&mut **c)
                 .await
                 .map_err(db)?
                 .into_iter()
@@ -277,16 +317,17 @@ impl Tx {
             Tx::Sqlite(t) => t.tx.commit().await.map_err(db),
             Tx::Pg(tx) => tx.commit().await.map_err(db),
             // Nothing to commit: every statement committed on its own.
-            Tx::PgRead(_) => Ok(()),
+            Tx::PgRead(_) | Tx::SqliteRead(_) => Ok(()),
         }
     }
 }
 
 /// A SQLite transaction; a writing one holds this process's writer gate
-/// until it ends.
+/// (and a background one its lane) until it ends.
 pub(crate) struct SqliteTx {
     tx: Transaction<'static, Sqlite>,
     _writer: Option<OwnedMutexGuard<()>>,
+    _lane: Option<OwnedMutexGuard<()>>,
 }
 
 /// A result row of either backend.
@@ -319,4 +360,43 @@ pub(crate) fn db(e: sqlx::Error) -> StoreError {
         return StoreError::Conflict { what: d.message().to_owned() };
     }
     StoreError::Database(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// How long the test lets its waiting writers queue up (a failure guard: the
+    /// order is decided by the gates, not by timing, once both are queued).
+    const QUEUE_UP: Duration = Duration::from_millis(100);
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_writer_waits_for_at_most_one_background_writer() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("gates.db").display());
+        let pool = Pool::connect(&url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let first = pool.begin_for(Writer::Background).await.unwrap_or_else(|e| panic!("first: {e}"));
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = |who: &'static str, kind: Writer| {
+            let (pool, order) = (pool.clone(), Arc::clone(&order));
+            tokio::spawn(async move {
+                let tx = pool.begin_for(kind).await.unwrap_or_else(|e| panic!("{who}: {e}"));
+                order.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(who);
+                tx.commit().await.unwrap_or_else(|e| panic!("{who} commit: {e}"));
+            })
+        };
+        // The second background writer comes before the request, yet waits in its lane.
+        let background = writer("background", Writer::Background);
+        tokio::time::sleep(QUEUE_UP).await;
+        let request = writer("request", Writer::Request);
+        tokio::time::sleep(QUEUE_UP).await;
+        first.commit().await.unwrap_or_else(|e| panic!("first commit: {e}"));
+        for task in [background, request] {
+            task.await.unwrap_or_else(|e| panic!("writer task: {e}"));
+        }
+        let order = order.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        assert_eq!(order, vec!["request", "background"]);
+    }
 }

@@ -13,7 +13,7 @@ use coordinator_core::model::run::RunState;
 
 use crate::at_once::{self, AtOnce};
 use crate::audit::{self, Line};
-use crate::db::{Arg, Dialect, Pool, Row, Tx};
+use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
 use crate::persist::persist;
 use crate::types::{Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, TriggerEvent};
 use crate::{Store, StoreError, claims, events};
@@ -323,7 +323,9 @@ impl Store {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let mut tx = self.pool.begin().await?;
+        // A fenced report is the worker's; anything else answers a request.
+        let writer = if fence.is_some() { Writer::Background } else { Writer::Request };
+        let mut tx = self.pool.begin_for(writer).await?;
         let version = apply_locked(&mut tx, run_id, at, expected, fence, actor, decide).await?;
         tx.commit().await?;
         Ok(version)
