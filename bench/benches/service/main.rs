@@ -344,7 +344,7 @@ async fn pgbench(options: &Options) -> anyhow::Result<()> {
     let clients: usize = options.number("clients", 32)?;
     let seconds: u64 = options.number("seconds", 20)?;
     let bin = pgbench_bin()?;
-    let db = PgScratch::create().await?;
+    let db = PgScratch::create("coordinator_bench").await?;
     let base = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"];
     let init = Command::new(&bin).args(base).args(["-i", "-q", db.name()]).output()?;
     if !init.status.success() {

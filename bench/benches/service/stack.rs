@@ -13,12 +13,9 @@ use coordinator_bench::DirProject;
 use coordinator_core::check::check_project;
 use coordinator_core::package;
 use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};
+pub use coordinator_testdb::ScratchDb as PgScratch;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
-use sqlx::{Connection as _, PgConnection};
-
-/// The maintenance database scratch databases are created from.
-const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// The bearer token of the bench's API caller (subject `bench`, every role).
 pub const API_TOKEN: &str = "bench-api-token";
@@ -60,55 +57,6 @@ pub fn coordinator_bin() -> anyhow::Result<PathBuf> {
         bail!("{} does not exist: build it first with `cargo build --release -p coordinator`", bin.display());
     }
     Ok(bin)
-}
-
-/// A scratch PostgreSQL database, dropped with the guard.
-pub struct PgScratch {
-    /// Its URL.
-    pub url: String,
-    name: String,
-}
-
-impl PgScratch {
-    /// Creates `coordinator_bench_<pid>_<n>`.
-    pub async fn create() -> anyhow::Result<PgScratch> {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("coordinator_bench_{}_{n}", std::process::id());
-        let mut admin = PgConnection::connect(PG_ADMIN_URL)
-            .await
-            .context("PostgreSQL must answer on 127.0.0.1:5432 (trust auth, user postgres)")?;
-        sqlx::query(&(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .with_context(|| format!("create database {name}"))?;
-        let _ = admin.close().await;
-        Ok(PgScratch { url: format!("postgres://postgres@127.0.0.1:5432/{name}"), name })
-    }
-
-    /// The database's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Drop for PgScratch {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        // Drop runs outside async: drop the database from a thread with its own runtime.
-        let dropped = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return false };
-            rt.block_on(async {
-                let Ok(mut admin) = PgConnection::connect(PG_ADMIN_URL).await else { return false };
-                let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                sqlx::query(&(sql)).execute(&mut admin).await.is_ok()
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(true)) {
-            eprintln!("could not drop scratch database {}; drop it by hand", self.name);
-        }
-    }
 }
 
 /// The simulators on their own listener (a separate product deployment would be).
@@ -208,7 +156,7 @@ impl Stack {
         let (database_url, pg) = match backend {
             Backend::Sqlite => (format!("sqlite://{}?mode=rwc", dir.path().join("coordinator.db").display()), None),
             Backend::Pg => {
-                let pg = PgScratch::create().await?;
+                let pg = PgScratch::create("coordinator_bench").await?;
                 let url = if pg_params.is_empty() { pg.url.clone() } else { format!("{}?{pg_params}", pg.url) };
                 (url, Some(pg))
             }

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Running;
 use coordinator_core::check::{SourceError, check_project};
 use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::machine::Settings;
@@ -25,7 +26,6 @@ use coordinator_sim::casework::CaseworkConfig;
 use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};
 use coordinator_store::{Package, Store};
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 use crate::access::Access;
 use crate::engine::Engine;
@@ -86,16 +86,8 @@ pub struct Dev {
     pub sims: Simulators,
     /// The engine.
     pub engine: Arc<Engine>,
-    tasks: Vec<JoinHandle<()>>,
+    running: Running,
     _temp: Option<tempfile::TempDir>,
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
 }
 
 impl Dev {
@@ -106,9 +98,7 @@ impl Dev {
 
     /// Waits until the server task ends (it ends only on failure or abort).
     pub async fn serve_forever(&mut self) {
-        if let Some(server) = self.tasks.first_mut() {
-            let _ = server.await;
-        }
+        self.running.serve_forever().await;
     }
 }
 
@@ -191,13 +181,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
     let engine = Arc::new(engine);
     let access = Arc::new(Access::dev(&token));
     let router = crate::api::app(Arc::clone(&engine), access).merge(coordinator_sim::app(&sims));
-    let server = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            eprintln!("coordinator dev: server stopped: {e}");
-        }
-    });
-    let mut tasks = vec![server];
-    tasks.extend(crate::spawn_background(&engine));
+    let running = Running::start("dev", listener, router, &engine);
     Ok(Dev {
         addr,
         data_dir,
@@ -208,7 +192,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         revision: checked.revision,
         sims,
         engine,
-        tasks,
+        running,
         _temp: temp,
     })
 }

@@ -38,17 +38,6 @@ pub mod signature;
 pub mod worker;
 
 pub use engine::{AdmitRequest, AdmitResult, Engine, RunView};
-
-/// Starts an engine's background tasks: the worker, the audit journal's
-/// sealer and the janitor (the last two return at once in recovery-only mode,
-/// which writes nothing on its own).
-pub(crate) fn spawn_background(engine: &std::sync::Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![
-        tokio::spawn(worker::run(std::sync::Arc::clone(engine))),
-        tokio::spawn(sealer::run(std::sync::Arc::clone(engine))),
-        tokio::spawn(janitor::run(std::sync::Arc::clone(engine))),
-    ]
-}
 pub use error::EngineError;
 
 /// Extra stack for a worker thread beyond what a function call needs.
@@ -65,4 +54,48 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .enable_all()
         .thread_stack_size(stack.saturating_add(THREAD_STACK_MARGIN))
         .build()
+}
+
+/// The tasks of a running service (`serve`, `dev`): the HTTP server and the
+/// engine's background tasks — the worker, the audit journal's sealer and the
+/// janitor (the last two return at once in recovery-only mode, which writes
+/// nothing on its own). Dropping it stops them all.
+pub(crate) struct Running(Vec<tokio::task::JoinHandle<()>>);
+
+impl Running {
+    /// Serves `router` on `listener` (`who` names the command in its one
+    /// log line) and starts `engine`'s background tasks.
+    pub(crate) fn start(
+        who: &'static str,
+        listener: tokio::net::TcpListener,
+        router: axum::Router,
+        engine: &std::sync::Arc<Engine>,
+    ) -> Running {
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                eprintln!("coordinator {who}: server stopped: {e}");
+            }
+        });
+        Running(vec![
+            server,
+            tokio::spawn(worker::run(std::sync::Arc::clone(engine))),
+            tokio::spawn(sealer::run(std::sync::Arc::clone(engine))),
+            tokio::spawn(janitor::run(std::sync::Arc::clone(engine))),
+        ])
+    }
+
+    /// Waits until the server ends (only on failure or abort).
+    pub(crate) async fn serve_forever(&mut self) {
+        if let Some(server) = self.0.first_mut() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }

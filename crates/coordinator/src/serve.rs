@@ -12,9 +12,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::Running;
 use coordinator_store::Store;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 use crate::deployment::{Deployment, DeploymentError, RuntimeConfig};
 use crate::engine::Engine;
@@ -63,15 +63,7 @@ pub struct Service {
     pub workflow: String,
     /// The revision activated at start.
     pub revision: String,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
+    running: Running,
 }
 
 impl Service {
@@ -82,9 +74,7 @@ impl Service {
 
     /// Waits until the server task ends (only on failure or abort).
     pub async fn serve_forever(&mut self) {
-        if let Some(server) = self.tasks.first_mut() {
-            let _ = server.await;
-        }
+        self.running.serve_forever().await;
     }
 }
 
@@ -170,12 +160,6 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         }),
     })?;
     let router = crate::api::app(Arc::clone(&engine), Arc::clone(&deployment.access));
-    let server = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            eprintln!("coordinator serve: server stopped: {e}");
-        }
-    });
-    let mut tasks = vec![server];
-    tasks.extend(crate::spawn_background(&engine));
-    Ok(Service { addr, engine, workflow: package.workflow.clone(), revision: package.revision.clone(), tasks })
+    let running = Running::start("serve", listener, router, &engine);
+    Ok(Service { addr, engine, workflow: package.workflow.clone(), revision: package.revision.clone(), running })
 }

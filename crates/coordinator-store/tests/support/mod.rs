@@ -7,7 +7,6 @@
 use std::borrow::Cow;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use coordinator_core::check::{ProjectSource, SourceError, check_project};
 use coordinator_core::machine::compiled::Workflow;
@@ -17,12 +16,10 @@ use coordinator_core::machine::time::Instant;
 use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_functions::Limits;
 use coordinator_store::{Admission, Decision, NewRun, Store, StoreError};
+use coordinator_testdb::ScratchDb;
 use serde_json::json;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::{Connection, PgConnection, SqliteConnection};
-
-/// The maintenance database test databases are created from.
-const MAINTENANCE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// The admission instant of test runs.
 pub const T0: i64 = 1_791_968_400_000; // 2026-10-14T09:00:00Z
@@ -60,37 +57,10 @@ pub enum Schema {
     Initial,
 }
 
+/// What a test database leaves to remove when it is dropped.
 enum Cleanup {
     Sqlite(#[allow(dead_code)] tempfile::TempDir),
-    Pg(String),
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let Cleanup::Pg(name) = self else { return };
-        let name = name.clone();
-        // Drop runs outside async: drop the database from a thread with its own runtime.
-        let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
-            let Ok(rt) = rt else { return };
-            rt.block_on(async {
-                if let Ok(mut admin) = PgConnection::connect(MAINTENANCE_URL).await {
-                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                    let _ = sqlx::query(&(sql)).execute(&mut admin).await;
-                }
-            });
-        })
-        .join();
-        if dropped.is_err() {
-            eprintln!("could not drop a test database");
-        }
-    }
-}
-
-fn unique_suffix() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    format!("{}_{}_{}", std::process::id(), nanos, COUNTER.fetch_add(1, Ordering::Relaxed))
+    Pg(#[allow(dead_code)] ScratchDb),
 }
 
 /// A SQLite store in a fresh temporary directory, migrated to `schema`.
@@ -105,17 +75,9 @@ pub async fn sqlite(schema: Schema) -> TestDb {
 
 /// A PostgreSQL store on a database created for this test, migrated to `schema`.
 pub async fn postgres(schema: Schema) -> TestDb {
-    let name = format!("coordinator_test_{}", unique_suffix());
-    let mut admin = PgConnection::connect(MAINTENANCE_URL)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL must answer on 127.0.0.1:5432: {e}"));
-    sqlx::query(&(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
-    let cleanup = Cleanup::Pg(name.clone());
-    let _ = admin.close().await;
-    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let scratch = ScratchDb::create("coordinator_test").await.unwrap_or_else(|e| panic!("{e}"));
+    let url = scratch.url.clone();
+    let cleanup = Cleanup::Pg(scratch);
     let store = Store::connect(&url).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
     let db = TestDb { store, url, _cleanup: cleanup };
     migrate(&db, schema).await;
