@@ -136,6 +136,11 @@ codes! {
     RuntimeUnusedConnection = "runtime.unused-connection",
     /// With `--environment`: a secret reference names an unset variable or an unreadable file.
     RuntimeSecretUnavailable = "runtime.secret-unavailable",
+    /// With `--environment`: the pinned package file cannot be read, is not a
+    /// package, or does not have the pinned digest.
+    RuntimePackageUnavailable = "runtime.package-unavailable",
+    /// With `--environment`: the pinned package holds another revision than the project checked.
+    RuntimePackageOtherRevision = "runtime.package-other-revision",
 }
 
 impl std::fmt::Display for Code {

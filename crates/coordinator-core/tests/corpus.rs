@@ -10,8 +10,9 @@
 //! A case with a `runtime.yaml` is checked against it, as `coordinatorctl check
 //! --runtime runtime.yaml` does (its diagnostics name the file `runtime.yaml`).
 //! A case that also has an `environment.txt` is checked as with `--environment`,
-//! in a pretend environment: the variables it lists are set, and a `file:`
-//! reference can be read when that file exists in the case directory.
+//! in a pretend environment: the variables it lists are set, a `file:`
+//! reference can be read when that file exists in the case directory, and
+//! the pinned package is read from the case directory.
 //!
 //! The runner checks every case, compares the full list exactly and reports
 //! all mismatching cases at once. It also proves that the corpus covers every
@@ -24,7 +25,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use coordinator_core::check::runtime::{RuntimeInput, SecretProbe, SecretProblem};
+use coordinator_core::check::runtime::{PackageSource, RuntimeInput, SecretProbe, SecretProblem};
 use coordinator_core::check::{Report, check_project, check_project_with_runtime};
 use coordinator_core::diagnostic::Code;
 use coordinator_core::model::runtime::{SecretRef, SecretSource};
@@ -37,7 +38,8 @@ const RUNTIME_FILE: &str = "runtime.yaml";
 const ENVIRONMENT_FILE: &str = "environment.txt";
 
 /// Codes that only warn: a case showing nothing else must be accepted.
-const WARNINGS: &[&str] = &["operation.unused-alias", "outcome.unused", "runtime.unused-connection"];
+const WARNINGS: &[&str] =
+    &["operation.unused-alias", "outcome.unused", "runtime.unused-connection", "runtime.package-other-revision"];
 
 /// One expected diagnostic: `code file:line:column`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -148,6 +150,12 @@ struct CaseEnvironment {
     set: BTreeSet<String>,
 }
 
+impl PackageSource for CaseEnvironment {
+    fn read_package(&self, path: &str) -> Result<Vec<u8>, String> {
+        std::fs::read(self.dir.join(path)).map_err(|e| e.to_string())
+    }
+}
+
 impl SecretProbe for CaseEnvironment {
     fn probe(&self, reference: &SecretRef) -> Result<(), SecretProblem> {
         match reference.source() {
@@ -176,6 +184,7 @@ fn check_case(dir: &Path) -> Result<Report, String> {
         file: RUNTIME_FILE,
         text: &runtime,
         secrets: environment.as_ref().map(|e| e as &dyn SecretProbe),
+        package: environment.as_ref().map(|e| e as &dyn PackageSource),
     };
     check_project_with_runtime(&source, &input).map_err(|e| e.to_string())
 }

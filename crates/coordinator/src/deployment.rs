@@ -142,7 +142,7 @@ impl RuntimeConfig {
         let text = std::fs::read_to_string(file)
             .map_err(|e| DeploymentError::Unreadable { file: shown.clone(), reason: e.to_string() })?;
         let mut diagnostics = Vec::new();
-        let input = RuntimeInput { file: &shown, text: &text, secrets: None };
+        let input = RuntimeInput { file: &shown, text: &text, secrets: None, package: None };
         let (loaded, _) = runtime::load(&input, &mut diagnostics);
         match loaded {
             Some(loaded) if !diagnostics.iter().any(Diagnostic::is_error) => {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use coordinator_core::check::runtime::{RuntimeInput, SecretProbe};
+use coordinator_core::check::runtime::{PackageSource, RuntimeInput, SecretProbe};
 use coordinator_core::check::{Report, SourceError, check_project, check_project_with_runtime};
 
 use crate::environment::Environment;
@@ -43,8 +43,12 @@ fn load_with(
             })?;
             let file = args.file.display().to_string();
             let environment = args.environment.then(|| Environment::new(args.file));
-            let input =
-                RuntimeInput { file: &file, text: &text, secrets: environment.as_ref().map(|e| e as &dyn SecretProbe) };
+            let input = RuntimeInput {
+                file: &file,
+                text: &text,
+                secrets: environment.as_ref().map(|e| e as &dyn SecretProbe),
+                package: environment.as_ref().map(|e| e as &dyn PackageSource),
+            };
             check_project_with_runtime(&source, &input)
         }
     };

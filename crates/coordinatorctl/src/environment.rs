@@ -1,14 +1,15 @@
 //! `check --runtime FILE --environment`: whether each secret reference of the
-//! runtime file resolves on this machine.
+//! runtime file resolves on this machine, and the package file it pins.
 //!
-//! Owns the only reading of the environment and of secret files in
-//! `coordinatorctl`. It looks without showing: a variable is only tested for
-//! being set and non-empty, a file is opened for its metadata and never read,
-//! and nothing it finds is printed.
+//! Owns the only reading of the environment, of secret files and of the
+//! pinned package in `coordinatorctl`. It looks at secrets without showing
+//! them: a variable is only tested for being set and non-empty, a file is
+//! opened for its metadata and never read, and nothing it finds is printed.
+//! The package is read whole (the core checks its digest).
 
 use std::path::{Path, PathBuf};
 
-use coordinator_core::check::runtime::{SecretProbe, SecretProblem};
+use coordinator_core::check::runtime::{PackageSource, SecretProbe, SecretProblem};
 use coordinator_core::model::runtime::{SecretRef, SecretSource};
 
 /// This process's environment and file system, as the service would see them
@@ -43,6 +44,13 @@ impl SecretProbe for Environment {
                 }
             }
         }
+    }
+}
+
+impl PackageSource for Environment {
+    fn read_package(&self, path: &str) -> Result<Vec<u8>, String> {
+        // `join` keeps an absolute path as it is.
+        std::fs::read(self.base.join(path)).map_err(|e| e.to_string())
     }
 }
 

@@ -221,11 +221,25 @@ fn a_literal_secret_is_refused_and_never_printed() {
     );
 }
 
+/// The digest `runtime()` pins (of no package).
+const PINNED: &str = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+/// Packages `project` to `deploy/app.coordinator-package` and pins its digest
+/// in `deploy/runtime.yaml`.
+fn package_and_pin(dir: &Path) {
+    let args = ["package", "--project", "project", "--output", "deploy/app.coordinator-package", "--format", "json"];
+    let out = ctl_in(dir, &args, None);
+    assert_eq!(code(&out), 0, "{}", printed(&out));
+    let digest = json(&out)["digest"].as_str().map(str::to_owned).unwrap_or_default();
+    edit(&dir.join("deploy/runtime.yaml"), PINNED, &digest);
+}
+
 #[test]
 fn environment_requires_every_reference_to_resolve() {
     let dir = workspace("reviewed-notice");
     write(&dir.path().join("deploy/runtime.yaml"), &flagship_runtime());
     write(&dir.path().join("deploy/secrets/payload-key"), "0123456789abcdef0123456789abcdef");
+    package_and_pin(dir.path());
     let args =
         ["check", "--project", "project", "--runtime", "deploy/runtime.yaml", "--environment", "--format", "json"];
 
@@ -251,6 +265,45 @@ fn environment_requires_every_reference_to_resolve() {
     assert_eq!(code(&out), 1);
     assert_eq!(diagnostics(&json(&out)), ["runtime.secret-unavailable deploy/runtime.yaml:8:9"]);
     assert!(printed(&out).contains("`secrets/payload-key`"), "{}", printed(&out));
+}
+
+#[test]
+fn environment_reads_the_pinned_package_and_checks_its_digest_and_revision() {
+    let dir = workspace("reviewed-notice");
+    write(&dir.path().join("deploy/runtime.yaml"), &flagship_runtime());
+    write(&dir.path().join("deploy/secrets/payload-key"), "0123456789abcdef0123456789abcdef");
+    let value = Some("the-value-of-the-variable");
+    let args =
+        ["check", "--project", "project", "--runtime", "deploy/runtime.yaml", "--environment", "--format", "json"];
+
+    // No file at `package.path` (relative to the runtime file).
+    let out = ctl_in(dir.path(), &args, value);
+    assert_eq!(code(&out), 1, "{}", printed(&out));
+    assert_eq!(diagnostics(&json(&out)), ["runtime.package-unavailable deploy/runtime.yaml:11:9"]);
+    assert!(printed(&out).contains("`app.coordinator-package`"), "{}", printed(&out));
+    // Without --environment the file is not looked at.
+    assert_eq!(code(&ctl_in(dir.path(), &args[..5], None)), 0);
+
+    // A package there, but not the one pinned.
+    let package = ["package", "--project", "project", "--output", "deploy/app.coordinator-package"];
+    assert_eq!(code(&ctl_in(dir.path(), &package, None)), 0);
+    let out = ctl_in(dir.path(), &args, value);
+    assert_eq!(code(&out), 1, "{}", printed(&out));
+    assert_eq!(diagnostics(&json(&out)), ["runtime.package-unavailable deploy/runtime.yaml:12:11"]);
+
+    // Pinned: accepted.
+    package_and_pin(dir.path());
+    let out = ctl_in(dir.path(), &args, value);
+    assert_eq!(code(&out), 0, "{}", printed(&out));
+    assert_eq!(diagnostics(&json(&out)), Vec::<String>::new());
+
+    // The project changed since it was packaged: a warning, refused with --deny-warnings.
+    edit(&dir.path().join("project/workflow.yaml"), "deadlineSeconds: 2592000", "deadlineSeconds: 2591999");
+    let out = ctl_in(dir.path(), &args, value);
+    assert_eq!(code(&out), 0, "{}", printed(&out));
+    assert_eq!(diagnostics(&json(&out)), ["runtime.package-other-revision deploy/runtime.yaml:12:11"]);
+    let denied: Vec<&str> = args.iter().copied().chain(["--deny-warnings"]).collect();
+    assert_eq!(code(&ctl_in(dir.path(), &denied, value)), 1);
 }
 
 #[test]

@@ -127,6 +127,22 @@ pub fn check_project_with_runtime(
     let mut diagnostics = Vec::new();
     let (loaded, shown) = runtime::load(runtime, &mut diagnostics);
     let mut report = check(source, loaded.as_ref(), diagnostics)?;
+    if let (Some(loaded), Some(project)) = (&loaded, report.revision())
+        && let Some(pinned) = loaded.package_revision.as_deref()
+        && pinned != project
+    {
+        let at = Path::root().key("package").key("digest");
+        let warning = Diagnostic::error(
+            Code::RuntimePackageOtherRevision,
+            &loaded.file,
+            loaded.root.span_of(&at, Part::Value),
+            format!("the pinned package holds revision {pinned}; this project is revision {project}"),
+            "package this project and pin its digest, or check the project the package was made from",
+        )
+        .warning();
+        report.diagnostics.push(warning);
+        diagnostic::sort(&mut report.diagnostics);
+    }
     report.files.extend(shown.map(|text| (runtime.file.to_owned(), text)));
     Ok(report)
 }

@@ -5,9 +5,12 @@
 //! the product of the operations and events bound to it; a trigger's connection
 //! has an event-signing secret; every connection is used (a warning otherwise);
 //! and, when the caller can tell (`--environment`), every secret reference can
-//! be read. Must not read anything itself: the caller hands over the text, and
-//! whether a secret can be read comes through [`SecretProbe`], which the binary
-//! implements. No diagnostic shows a secret: only references are named.
+//! be read and the pinned package file has the pinned digest (and holds the
+//! project's revision: a warning otherwise). Must not read anything itself:
+//! the caller hands over the text, whether a secret can be read comes through
+//! [`SecretProbe`] and the package's bytes through [`PackageSource`], which
+//! the binary implements. No diagnostic shows a secret: only references are
+//! named.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,6 +30,19 @@ pub struct RuntimeInput<'a> {
     /// Tells whether each secret reference can be read (`--environment`); `None`
     /// checks the file offline, without looking at any secret.
     pub secrets: Option<&'a dyn SecretProbe>,
+    /// Reads the package file the runtime pins (`--environment`); `None` does
+    /// not look at it.
+    pub package: Option<&'a dyn PackageSource>,
+}
+
+/// Reads the package file a runtime file pins.
+pub trait PackageSource {
+    /// The bytes of the file at `path`, as the runtime file writes it
+    /// (relative to its directory, or absolute).
+    ///
+    /// # Errors
+    /// Why the file cannot be read (the operating system's reason).
+    fn read_package(&self, path: &str) -> Result<Vec<u8>, String>;
 }
 
 /// Tells whether the secret behind a reference is available, without handing it over.
@@ -57,6 +73,8 @@ pub struct LoadedRuntime {
     pub root: Node,
     /// Its content.
     pub runtime: RuntimeFile,
+    /// The revision of the pinned package, when it was read and has the pinned digest.
+    pub package_revision: Option<String>,
 }
 
 impl LoadedRuntime {
@@ -85,11 +103,17 @@ pub fn load(input: &RuntimeInput<'_>, out: &mut Vec<Diagnostic>) -> (Option<Load
     let errors = decoder.diagnostics.iter().any(Diagnostic::is_error);
     out.append(&mut decoder.diagnostics);
     let loaded = match runtime {
-        Some(runtime) if !errors => LoadedRuntime { file: input.file.to_owned(), root, runtime },
+        Some(runtime) if !errors => {
+            LoadedRuntime { file: input.file.to_owned(), root, runtime, package_revision: None }
+        }
         _ => return (None, Some(shown)),
     };
+    let mut loaded = loaded;
     if let Some(probe) = input.secrets {
         check_secrets(&loaded, probe, out);
+    }
+    if let Some(source) = input.package {
+        loaded.package_revision = check_package(&loaded, source, out);
     }
     (Some(loaded), Some(shown))
 }
@@ -230,6 +254,46 @@ fn secrets(runtime: &RuntimeFile) -> Vec<(Path, &SecretRef, String)> {
         out.push((path, &token.token, format!("the token of `{}`", token.subject)));
     }
     out
+}
+
+/// Reads the pinned package and checks it against its digest
+/// (`runtime.package-unavailable`); returns its revision when it is the one pinned.
+fn check_package(rt: &LoadedRuntime, source: &dyn PackageSource, out: &mut Vec<Diagnostic>) -> Option<String> {
+    let pinned = &rt.runtime.package;
+    let at = Path::root().key("package");
+    let refuse = |field: &str, message: String, help: &str| {
+        rt.diagnostic(Code::RuntimePackageUnavailable, &at.key(field), Part::Value, message, help.to_owned())
+    };
+    let bytes = match source.read_package(&pinned.path) {
+        Ok(bytes) => bytes,
+        Err(reason) => {
+            out.push(refuse(
+                "path",
+                format!("the package file `{}` cannot be read: {reason}", pinned.path),
+                "write the package there (`coordinatorctl package --output …`); a relative path is relative to the runtime file's directory",
+            ));
+            return None;
+        }
+    };
+    match crate::package::read(&bytes, Some(&pinned.digest)) {
+        Ok(package) => Some(package.manifest.revision),
+        Err(crate::package::PackageError::Digest { actual, .. }) => {
+            out.push(refuse(
+                "digest",
+                format!("the package file `{}` has digest {actual}, not the pinned one", pinned.path),
+                "pin the digest `coordinatorctl package` printed for the package you mean to run, or put that package at `package.path`",
+            ));
+            None
+        }
+        Err(e) => {
+            out.push(refuse(
+                "path",
+                format!("the package file `{}` cannot be used: {e}", pinned.path),
+                "package the project again with `coordinatorctl package`",
+            ));
+            None
+        }
+    }
 }
 
 /// Reports every secret reference the probe cannot resolve (`runtime.secret-unavailable`).
