@@ -18,7 +18,7 @@ use crate::StoreError;
 use crate::audit::Line;
 use crate::batch::{Grouped, groupable};
 use crate::db::{Arg, Tx};
-use crate::persist::{Write, audit_kind, writes};
+use crate::persist::{Write, audit_kind, wakes_workers, writes};
 use crate::runs::run_args;
 use crate::types::{Decision, NewRun};
 use crate::wakeups::WORK_CHANNEL;
@@ -76,7 +76,7 @@ pub(crate) async fn admit(conn: &mut Tx, new: &NewRun, decision: &Decision) -> R
     let Some((g, journal)) = columns(&new.id, &decision.actions, new.admitted_at)? else {
         return Ok(AtOnce::NotThisWay);
     };
-    let wakes = !g.queue_work.0.is_empty() || !g.set_timers.0.is_empty();
+    let wakes = wakes_workers(&decision.actions);
     let mut args = run_args(new, decision);
     args.extend([
         Arg::Texts(g.queue_work.1),

@@ -138,13 +138,7 @@ const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
     "$4",
     ""
 );
-const CLAIM_WORK_PG: &str = concat!(
-    "WITH ",
-    claimed_work_pg!(),
-    " SELECT run_id, step, kind, attempt, not_before, claims, revision, snapshot FROM claimed_work"
-);
 const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!("$4", "");
-const CLAIM_TIMERS_PG: &str = claim_timers_sql!("$4", " FOR UPDATE OF t SKIP LOCKED");
 /// `$1`: 1 for receipts only.
 const NEXT_DUE: &str = next_due_sql!("$1", "", "", "");
 /// Both claims and what is due after them, in one statement (its own
@@ -243,10 +237,8 @@ impl Store {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
-        let mut tx = self.pool.begin_for(Writer::Background).await?;
-        let claimed = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limit).await?;
-        tx.commit().await?;
-        Ok(claimed)
+        let limits = ClaimLimits { timers: 0, work: limit };
+        Ok(self.claim_due(scope, now, owner, lease_ms, limits).await?.work)
     }
 
     /// Claims up to `limit` due timers for `owner` until `now + lease_ms`, like
@@ -259,19 +251,17 @@ impl Store {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<TimerItem>, StoreError> {
-        let mut tx = self.pool.begin_for(Writer::Background).await?;
-        let claimed = claim_timer_rows(&mut tx, now, owner, lease_ms, limit).await?;
-        tx.commit().await?;
-        Ok(claimed)
+        let limits = ClaimLimits { timers: limit, work: 0 };
+        Ok(self.claim_due(WorkScope::All, now, owner, lease_ms, limits).await?.timers)
     }
 
-    /// One round of a worker: claims due timers ([`Store::claim_timers`]; none
-    /// when `scope` is receipts only) and due outbox rows with their runs
-    /// ([`Store::claim_work_with_runs`]), up to `limits`, and says when the
-    /// next claim could return something — all at one moment. On PostgreSQL
-    /// this is one statement (its own transaction, one round trip); on SQLite
-    /// one writing transaction. Limits of zero claim nothing and only say
-    /// when work is next due.
+    /// One round of a worker: claims due timers (none when `scope` is
+    /// receipts only) and due outbox rows with their runs, up to `limits`, and
+    /// says when the next claim could return something — all at one moment.
+    /// On PostgreSQL this is one statement (its own transaction, one round
+    /// trip); on SQLite one writing transaction. Every claim of the store is
+    /// one of these; limits of zero claim nothing and only say when work is
+    /// next due.
     pub async fn claim_due(
         &self,
         scope: WorkScope,
@@ -357,7 +347,7 @@ fn claim_args(scope: WorkScope, now: i64, owner: &str, lease_ms: i64, limit: u32
     ]
 }
 
-/// Claims due outbox rows inside `tx`, in claim order.
+/// Claims due outbox rows inside a SQLite transaction, in claim order.
 async fn claim_work_rows(
     tx: &mut Tx,
     scope: WorkScope,
@@ -366,15 +356,11 @@ async fn claim_work_rows(
     lease_ms: i64,
     limit: u32,
 ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
-    let sql = match tx.dialect() {
-        Dialect::Sqlite => CLAIM_WORK_SQLITE,
-        Dialect::Pg => CLAIM_WORK_PG,
-    };
-    let rows = tx.fetch_all(sql, claim_args(scope, now, owner, lease_ms, limit)).await?;
+    let rows = tx.fetch_all(CLAIM_WORK_SQLITE, claim_args(scope, now, owner, lease_ms, limit)).await?;
     Ok(in_work_order(rows.iter().map(|row| work_row(row, 0)).collect::<Result<_, _>>()?))
 }
 
-/// Claims due timers inside `tx`, in firing order.
+/// Claims due timers inside a SQLite transaction, in firing order.
 async fn claim_timer_rows(
     tx: &mut Tx,
     now: i64,
@@ -385,12 +371,8 @@ async fn claim_timer_rows(
     if limit == 0 {
         return Ok(Vec::new());
     }
-    let sql = match tx.dialect() {
-        Dialect::Sqlite => CLAIM_TIMERS_SQLITE,
-        Dialect::Pg => CLAIM_TIMERS_PG,
-    };
     let args: Vec<Arg> = vec![owner.into(), now.saturating_add(lease_ms).into(), now.into(), i64::from(limit).into()];
-    let rows = tx.fetch_all(sql, args).await?;
+    let rows = tx.fetch_all(CLAIM_TIMERS_SQLITE, args).await?;
     Ok(in_timer_order(rows.iter().map(|row| timer_row(row, [0, 1, 2, 3])).collect::<Result<_, _>>()?))
 }
 

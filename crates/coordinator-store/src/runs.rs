@@ -185,11 +185,7 @@ impl Store {
                 if let Some(existing) = find_key(&mut conn, new).await? {
                     return existing;
                 }
-                let decision = match (decision.as_ref(), first.take()) {
-                    (Some(d), _) => d,
-                    (None, Some(f)) => decision.insert(f().map_err(|e| StoreError::Rejected(e.into()))?),
-                    (None, None) => unreachable!("the first decision is computed before `first` is taken"),
-                };
+                let decision = first_decision(&mut decision, &mut first)?;
                 match at_once::admit(&mut conn, new, decision).await? {
                     AtOnce::Created => return Ok(Admission::Created(new.id.clone())),
                     AtOnce::KeyTaken => {
@@ -218,11 +214,7 @@ impl Store {
                 }
                 return existing;
             }
-            let decision = match (decision.as_ref(), first.take()) {
-                (Some(d), _) => d,
-                (None, Some(f)) => decision.insert(f().map_err(|e| StoreError::Rejected(e.into()))?),
-                (None, None) => unreachable!("the first decision is computed before `first` is taken"),
-            };
+            let decision = first_decision(&mut decision, &mut first)?;
             let args = run_args(new, decision);
             // No row back: a concurrent admission with the same key committed first. Read it.
             if tx.fetch_optional(INSERT_RUN, args).await?.is_none() {
@@ -407,6 +399,22 @@ where
     }
     audit::append(tx, Some(run_id), at, actor, &journal).await?;
     Ok(expected + 1)
+}
+
+/// The first decision of a new run, computed by `first` the first time it is
+/// needed and kept for any later round of the same admission.
+fn first_decision<'d, E>(
+    decision: &'d mut Option<Decision>,
+    first: &mut Option<impl FnOnce() -> Result<Decision, E>>,
+) -> Result<&'d Decision, StoreError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if let Some(f) = first.take() {
+        *decision = Some(f().map_err(|e| StoreError::Rejected(e.into()))?);
+    }
+    // `first` was taken only by a call that kept its decision (or failed, and the admission with it).
+    decision.as_ref().ok_or_else(|| StoreError::Rejected("the first decision failed".into()))
 }
 
 /// The new run row's values, `$1`–`$10` of every statement that inserts one.

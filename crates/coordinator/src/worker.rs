@@ -167,10 +167,9 @@ async fn claim_round(
 
 fn report(result: Result<(), EngineError>, what: &str) {
     match result {
-        // The engine woke the worker if the report queued anything.
-        Ok(()) => {}
-        // A stale or unwanted report is acknowledged and ignored (its lease runs out).
-        Err(EngineError::Ignored(_)) => {}
+        // Applied (the engine woke the worker if it queued anything), or a stale
+        // or unwanted report, acknowledged and ignored (its lease runs out).
+        Ok(()) | Err(EngineError::Ignored(_)) => {}
         Err(e) => eprintln!("coordinator worker: {what} not applied: {e}"),
     }
 }
