@@ -34,10 +34,12 @@ use crate::body;
 use crate::classify::{self, BodyFailure, ByStatus, Explained, Reason, UNSENDABLE};
 use crate::connection::Connection;
 use crate::token;
+use crate::traceparent::Traceparent;
 
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 const RUN_ID: HeaderName = HeaderName::from_static("coordinator-run-id");
 const ATTEMPT: HeaderName = HeaderName::from_static("coordinator-attempt");
+const TRACEPARENT: HeaderName = HeaderName::from_static(Traceparent::HEADER);
 
 /// How long an idle connection is kept for requests that change nothing.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -117,6 +119,21 @@ impl ProductClient {
         attempt: u32,
         send_key: bool,
     ) -> Explained<CallAnswer> {
+        self.call_traced(conn, operation, command, run_id, attempt, send_key, None).await
+    }
+
+    /// [`ProductClient::call_explained`] sending `trace` as the `traceparent` header.
+    #[allow(clippy::too_many_arguments, reason = "the protocol's request fields, each one a header or the body")]
+    pub async fn call_traced(
+        &self,
+        conn: &Connection,
+        operation: &str,
+        command: &Command,
+        run_id: &str,
+        attempt: u32,
+        send_key: bool,
+        trace: Option<Traceparent>,
+    ) -> Explained<CallAnswer> {
         let unsendable = |what| Explained {
             answer: CallAnswer::Refused { code: UNSENDABLE.to_owned() },
             reason: Reason::Unsendable(what),
@@ -158,6 +175,9 @@ impl ProductClient {
             .header(ATTEMPT, attempt);
         if let Some(key) = key {
             request = request.header(IDEMPOTENCY_KEY, key);
+        }
+        if let Some(trace) = trace {
+            request = request.header(TRACEPARENT, trace.to_string());
         }
         let response = match send(request.body(body)).await {
             Ok(response) => response,
@@ -214,8 +234,18 @@ impl ProductClient {
 
     /// [`ProductClient::receipt`] with the reason for the classification.
     pub async fn receipt_explained(&self, conn: &Connection, idempotency_key: &str) -> Explained<ReceiptAnswer> {
+        self.receipt_traced(conn, idempotency_key, None).await
+    }
+
+    /// [`ProductClient::receipt_explained`] sending `trace` as the `traceparent` header.
+    pub async fn receipt_traced(
+        &self,
+        conn: &Connection,
+        idempotency_key: &str,
+        trace: Option<Traceparent>,
+    ) -> Explained<ReceiptAnswer> {
         let unavailable = |reason| Explained { answer: ReceiptAnswer::Unavailable, reason };
-        let response = match self.get(conn, &["v1", "receipts", idempotency_key]).await {
+        let response = match self.get(conn, &["v1", "receipts", idempotency_key], trace).await {
             Ok(response) => response,
             Err(reason) => return unavailable(reason),
         };
@@ -251,8 +281,19 @@ impl ProductClient {
         completion_name: &str,
         reference: &str,
     ) -> Explained<Observation> {
+        self.observe_traced(conn, completion_name, reference, None).await
+    }
+
+    /// [`ProductClient::observe_explained`] sending `trace` as the `traceparent` header.
+    pub async fn observe_traced(
+        &self,
+        conn: &Connection,
+        completion_name: &str,
+        reference: &str,
+        trace: Option<Traceparent>,
+    ) -> Explained<Observation> {
         let unavailable = |reason| Explained { answer: Observation::Unavailable, reason };
-        let response = match self.get(conn, &["v1", "completions", completion_name, reference]).await {
+        let response = match self.get(conn, &["v1", "completions", completion_name, reference], trace).await {
             Ok(response) => response,
             Err(reason) => return unavailable(reason),
         };
@@ -270,12 +311,15 @@ impl ProductClient {
     }
 
     /// A `GET` of `segments` under the base URL with a fresh token.
-    async fn get(&self, conn: &Connection, segments: &[&str]) -> Result<Response, Reason> {
+    async fn get(&self, conn: &Connection, segments: &[&str], trace: Option<Traceparent>) -> Result<Response, Reason> {
         let url: Url =
             conn.base_url.join(segments).map_err(|_| Reason::Unsendable("a path segment is empty, . or .."))?;
         let http = self.http(conn)?.pooled;
         let token = token::acquire(&http, &conn.token).await.map_err(Reason::Token)?;
-        let request = http.get(url).bearer_auth(token.expose()).header(ACCEPT, "application/json");
+        let mut request = http.get(url).bearer_auth(token.expose()).header(ACCEPT, "application/json");
+        if let Some(trace) = trace {
+            request = request.header(TRACEPARENT, trace.to_string());
+        }
         send(request).await.map_err(|sent| match sent {
             Sent::Unbuildable => Reason::Unsendable("the request could not be built"),
             Sent::Not(reason) | Sent::Maybe(reason) => reason,

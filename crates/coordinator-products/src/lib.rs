@@ -11,6 +11,9 @@
 //! (429, 503) is a definite "not done"; classifying a lost answer as retryable
 //! would send a mutation twice.
 //!
+//! Every request can carry the W3C `traceparent` of the run's trace
+//! ([`Traceparent`], the `*_traced` variants).
+//!
 //! This crate owns no state and decides nothing about runs. It never logs; secrets
 //! ([`Secret`]) and payloads never appear in a `Debug` or `Display` rendering of
 //! anything it returns ([`Reason`] carries kinds and statuses only).
@@ -23,6 +26,7 @@ mod connection;
 mod endpoint;
 mod secret;
 mod token;
+mod traceparent;
 
 pub use assertion::{ASSERTION_TYPE, AssertionKey, SigningFailed, UnusableKey};
 pub use classify::{AnswerKind, BodyFailure, Explained, Reason, UNSENDABLE};
@@ -31,3 +35,4 @@ pub use connection::{Connection, TokenSource};
 pub use endpoint::{HttpUrl, UrlError};
 pub use secret::Secret;
 pub use token::TokenError;
+pub use traceparent::Traceparent;

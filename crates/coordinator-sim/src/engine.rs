@@ -7,8 +7,9 @@
 //! `await`. Effect and receipt rules come from the built-in catalog, not from
 //! this crate, so the simulators cannot drift from the descriptors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
@@ -102,13 +103,23 @@ struct Inner<P> {
     operations: Vec<Operation>,
     timeout_delay: Duration,
     state: Mutex<Shared<P>>,
+    /// Answers a `timeout` fault is holding back right now.
+    held: AtomicUsize,
 }
 
 struct Shared<P> {
     product: P,
     ledger: Ledger,
     faults: Faults,
+    /// The `traceparent` header of each request that carried one, oldest first (bounded).
+    traceparents: VecDeque<String>,
 }
+
+/// How many `traceparent` headers a simulator keeps.
+const TRACEPARENTS_KEPT: usize = 10_000;
+
+/// The W3C trace context header.
+const TRACEPARENT: &str = "traceparent";
 
 /// A running simulated product: a cheap handle, shared by its router and tests.
 pub struct Sim<P: Product> {
@@ -153,8 +164,10 @@ impl<P: Product> Sim<P> {
                 Operation { name, effect: descriptor.effect, receipt: descriptor.receipt, input }
             })
             .collect();
-        let state = Shared { product, ledger: Ledger::default(), faults: Faults::default() };
-        Sim { inner: Arc::new(Inner { tokens, operations, timeout_delay, state: Mutex::new(state) }) }
+        let state =
+            Shared { product, ledger: Ledger::default(), faults: Faults::default(), traceparents: VecDeque::new() };
+        let held = AtomicUsize::new(0);
+        Sim { inner: Arc::new(Inner { tokens, operations, timeout_delay, state: Mutex::new(state), held }) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared<P>> {
@@ -174,6 +187,28 @@ impl<P: Product> Sim<P> {
     /// Requests and effects per (operation, idempotency key), as `GET /v1/effects` shows them.
     pub fn effects(&self) -> Vec<EffectCount> {
         self.lock().ledger.effects()
+    }
+
+    /// Answers held back by a `timeout` fault at this moment: calls whose effect
+    /// happened and whose answer has not been sent yet.
+    pub fn answers_held(&self) -> usize {
+        self.inner.held.load(Ordering::SeqCst)
+    }
+
+    /// The `traceparent` headers requests carried (operations, receipt lookups,
+    /// observations), oldest first; the last 10 000.
+    pub fn traceparents(&self) -> Vec<String> {
+        self.lock().traceparents.iter().cloned().collect()
+    }
+
+    /// Keeps the request's `traceparent`, if it has one.
+    fn note_trace(&self, headers: &HeaderMap) {
+        let Some(value) = headers.get(TRACEPARENT).and_then(|v| v.to_str().ok()) else { return };
+        let mut state = self.lock();
+        if state.traceparents.len() >= TRACEPARENTS_KEPT {
+            state.traceparents.pop_front();
+        }
+        state.traceparents.push_back(value.to_owned());
     }
 
     /// The receipt of an idempotency key, as `GET /v1/receipts/{key}` shows it.
@@ -261,6 +296,7 @@ async fn operation<P: Product>(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     sim.inner.tokens.authorize(&headers, P::NAME)?;
+    sim.note_trace(&headers);
     let wanted = format!("{name}/{version}");
     let op = sim.inner.operations.iter().find(|op| op.name == wanted).ok_or(Refusal::not_found("unknown-operation"))?;
     let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
@@ -294,6 +330,7 @@ async fn operation<P: Product>(
         Plan::Fail(error) => Err(error),
         Plan::Drop(_) | Plan::Lost => Ok(Response::new(Body::new(DroppedBody))),
         Plan::Late(delay, result) => {
+            let _held = Held::count(&sim.inner.held);
             tokio::time::sleep(delay).await;
             answer(result)
         }
@@ -307,6 +344,23 @@ fn answer(result: Result<Executed, Refusal>) -> Result<Response, ApiError> {
 
 fn accepted_body(accepted: &Accepted) -> Json<Value> {
     Json(json!({"output": accepted.output, "completions": accepted.completions}))
+}
+
+/// One answer held back (see [`Sim::answers_held`]), until dropped — also
+/// when the client goes away and the handler is dropped mid-delay.
+struct Held<'a>(&'a AtomicUsize);
+
+impl<'a> Held<'a> {
+    fn count(held: &'a AtomicUsize) -> Held<'a> {
+        held.fetch_add(1, Ordering::SeqCst);
+        Held(held)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A response body that fails before its first byte. hyper then closes the
@@ -333,6 +387,7 @@ async fn receipt<P: Product>(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     sim.inner.tokens.authorize(&headers, P::NAME)?;
+    sim.note_trace(&headers);
     match sim.receipt(&key) {
         ReceiptLookup::Found(accepted) => Ok(accepted_body(&accepted)),
         ReceiptLookup::Expired => Err(ApiError::ReceiptExpired),
@@ -346,6 +401,7 @@ async fn completion<P: Product>(
     headers: HeaderMap,
 ) -> Result<Json<Completion>, ApiError> {
     sim.inner.tokens.authorize(&headers, P::NAME)?;
+    sim.note_trace(&headers);
     let found = sim.lock().product.completion(&name, &reference);
     found.map(Json).ok_or(ApiError::CompletionNotFound { name })
 }

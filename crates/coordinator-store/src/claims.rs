@@ -36,7 +36,8 @@ macro_rules! claim_work_sql {
             $lock,
             ") RETURNING run_id, step, kind, attempt, not_before, claims, \
              (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id) AS revision, \
-             (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id) AS snapshot"
+             (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id) AS snapshot, \
+             (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id) AS trace_parent"
         )
     };
 }
@@ -81,7 +82,9 @@ macro_rules! claim_timers_sql {
              ORDER BY t.due_at, t.run_id, t.timer LIMIT ",
             $limit,
             $lock,
-            ") RETURNING run_id, timer, due_at, (SELECT r.revision FROM runs r WHERE r.id = timers.run_id) AS revision"
+            ") RETURNING run_id, timer, due_at, \
+             (SELECT r.revision FROM runs r WHERE r.id = timers.run_id) AS revision, \
+             (SELECT r.trace_parent FROM runs r WHERE r.id = timers.run_id) AS trace_parent"
         )
     };
 }
@@ -145,16 +148,18 @@ const NEXT_DUE: &str = next_due_sql!("$1", "", "", "");
 /// transaction): `$1`–`$5` as in `claim_work_sql`, `$6` the timer limit. Every
 /// part reads the snapshot before the claims, so the rows claimed now are left
 /// out of the next due instant, and their new lease counts instead. Rows:
-/// `work` (run, step, kind, attempt, not_before, claims, revision, snapshot),
-/// `timer` (run, timer, due_at in the not_before column, revision), and one
-/// `next` (the instant in the not_before column).
+/// `work` (run, step, kind, attempt, not_before, claims, revision, snapshot,
+/// trace_parent), `timer` (run, timer, due_at in the not_before column,
+/// revision, trace_parent), and one `next` (the instant in the not_before column).
 const CLAIM_DUE_PG: &str = concat!(
     "WITH ",
     claimed_work_pg!(),
     ", claimed_timers AS (",
     claim_timers_sql!("$6", " FOR UPDATE OF t SKIP LOCKED"),
-    ") SELECT 'work', run_id, step, kind, attempt, not_before, claims, revision, snapshot FROM claimed_work \
-     UNION ALL SELECT 'timer', run_id, timer, NULL, NULL, due_at, NULL, revision, NULL FROM claimed_timers \
+    ") SELECT 'work', run_id, step, kind, attempt, not_before, claims, revision, snapshot, trace_parent \
+     FROM claimed_work \
+     UNION ALL SELECT 'timer', run_id, timer, NULL, NULL, due_at, NULL, revision, NULL, trace_parent \
+     FROM claimed_timers \
      UNION ALL SELECT 'next', NULL, NULL, NULL, NULL, (",
     next_due_sql!(
         "$5",
@@ -162,7 +167,7 @@ const CLAIM_DUE_PG: &str = concat!(
         " AND NOT EXISTS (SELECT 1 FROM claimed_timers c WHERE c.run_id = t.run_id AND c.timer = t.timer)",
         " UNION ALL SELECT $2 + 1 WHERE EXISTS (SELECT 1 FROM claimed_work) OR EXISTS (SELECT 1 FROM claimed_timers)"
     ),
-    "), NULL, NULL, NULL"
+    "), NULL, NULL, NULL, NULL"
 );
 const RELEASE_WORK: &str = "UPDATE outbox SET lease_owner = NULL, lease_until = NULL, \
      claims = CASE WHEN claims > 0 THEN claims - 1 ELSE 0 END \
@@ -226,7 +231,7 @@ impl Store {
     }
 
     /// [`Store::claim_work_in`], each item with its run as the claim read it
-    /// (revision and snapshot), so doing the work needs no read of its own.
+    /// (revision, snapshot and trace parent), so doing the work needs no read of its own.
     /// The snapshot may be older than the run by the time the work is
     /// reported: the report's fence and the machine decide on the locked run.
     pub async fn claim_work_with_runs(
@@ -291,7 +296,7 @@ impl Store {
             let source: String = row.get(0)?;
             match source.as_str() {
                 "work" => work.push(work_row(&row, 1)?),
-                "timer" => timers.push(timer_row(&row, [1, 2, 5, 7])?),
+                "timer" => timers.push(timer_row(&row, [1, 2, 5, 7, 9])?),
                 _ => next = row.get(5)?,
             }
         }
@@ -373,11 +378,11 @@ async fn claim_timer_rows(
     }
     let args: Vec<Arg> = vec![owner.into(), now.saturating_add(lease_ms).into(), now.into(), i64::from(limit).into()];
     let rows = tx.fetch_all(CLAIM_TIMERS_SQLITE, args).await?;
-    Ok(in_timer_order(rows.iter().map(|row| timer_row(row, [0, 1, 2, 3])).collect::<Result<_, _>>()?))
+    Ok(in_timer_order(rows.iter().map(|row| timer_row(row, [0, 1, 2, 3, 4])).collect::<Result<_, _>>()?))
 }
 
 /// A claimed outbox row whose columns start at `at`: run, step, kind,
-/// attempt, not_before, claims, revision, snapshot.
+/// attempt, not_before, claims, revision, snapshot, trace_parent.
 fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRun), StoreError> {
     let kind: String = row.get(at + 2)?;
     let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
@@ -389,18 +394,19 @@ fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRun), StoreEr
         attempt: row.get(at + 3)?,
         reclaimed: claims > 1,
     };
-    let run = ClaimedRun { revision: row.get(at + 6)?, snapshot: row.get(at + 7)? };
+    let run = ClaimedRun { revision: row.get(at + 6)?, snapshot: row.get(at + 7)?, trace_parent: row.get(at + 8)? };
     Ok((row.get(at + 4)?, item, run))
 }
 
-/// A claimed timer from the columns at `[run, timer, due_at, revision]`.
-fn timer_row(row: &Row, [run, timer, due, revision]: [usize; 4]) -> Result<TimerItem, StoreError> {
+/// A claimed timer from the columns at `[run, timer, due_at, revision, trace_parent]`.
+fn timer_row(row: &Row, [run, timer, due, revision, trace_parent]: [usize; 5]) -> Result<TimerItem, StoreError> {
     let key: String = row.get(timer)?;
     Ok(TimerItem {
         run_id: row.get(run)?,
         timer: parse_timer(&key)?,
         due_at: row.get(due)?,
         revision: row.get(revision)?,
+        trace_parent: row.get(trace_parent)?,
     })
 }
 

@@ -23,6 +23,12 @@ use crate::{StoreError, wakeups};
 /// How long a SQLite writer waits for the database lock before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long taking a connection from either pool may take, opening one
+/// included (sqlx's default, named because `Store::ping` answers within it):
+/// a refused connection is retried until then, a database that does not exist
+/// fails at once.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The backend's connection pool.
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
@@ -76,12 +82,18 @@ impl Pool {
                 .journal_mode(SqliteJournalMode::Wal)
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
-            let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db)?;
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_with(options)
+                .await
+                .map_err(db)?;
             Ok(Pool::Sqlite(pool, Arc::new(Gates::default())))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let instance: Arc<str> = wakeups::new_instance().into();
             let pool = PgPoolOptions::new()
                 .max_connections(PG_MAX_CONNECTIONS)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
                 .after_connect(move |conn, _| {
                     let instance = Arc::clone(&instance);
                     Box::pin(async move { wakeups::mark_connection(conn, &instance).await })

@@ -15,11 +15,14 @@
 //!
 //! Modules: `db` (dialect adapter), `persist` (action → SQL), `audit` (the
 //! hash-chained journal: pending entries written with their decision, sealed
-//! into the chain after commit, read), `runs`
-//! (admission, apply, reads), `events` (trigger events admitted, by id), `claims` (leases on outbox and timer rows),
-//! `waits` (the completion-reference index), `wakeups` (cross-process
-//! notification of new work), `tidy` (vacuuming the queue tables on
-//! PostgreSQL), `types` (interface values).
+//! into the chain after commit, read), `runs` (admission, apply, reads),
+//! `at_once` (PostgreSQL's one-statement admission), `batch` (group commit of
+//! fenced reports), `events` (trigger events admitted, by id), `claims`
+//! (leases on outbox and timer rows), `hold` (the deployment's restore-hold
+//! flag), `waits` (the completion-reference index), `wakeups` (cross-process
+//! notification of new work), `stats` (monitoring reads at scrape time),
+//! `tidy` (vacuuming the queue tables on PostgreSQL), `types` (interface
+//! values). Connecting, migrating, [`Store::ping`] and closing are here.
 
 mod at_once;
 mod audit;
@@ -47,9 +50,10 @@ pub use audit::AuditPage;
 pub use claims::WorkScope;
 pub use hold::Hold;
 pub use persist::wakes_workers;
+pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{
-    Admission, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due, NewRun, Package, Page, RunFilter, RunRow,
-    RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind,
+    Admission, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due, NewRun, Package, Page, RunFilter, RunMeta,
+    RunRow, RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;
 
@@ -65,6 +69,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (7, "audit pending index", include_str!("../migrations/sqlite/0007_audit_pending.sql")),
     (8, "unleased outbox index", include_str!("../migrations/sqlite/0008_unleased_outbox.sql")),
     (9, "sealed audit indexes", include_str!("../migrations/sqlite/0009_sealed_audit_indexes.sql")),
+    (10, "trace parent and attention index", include_str!("../migrations/sqlite/0010_trace_parent.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -76,7 +81,11 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (7, "audit pending index", include_str!("../migrations/pg/0007_audit_pending.sql")),
     (8, "unleased outbox index", include_str!("../migrations/pg/0008_unleased_outbox.sql")),
     (9, "sealed audit indexes", include_str!("../migrations/pg/0009_sealed_audit_indexes.sql")),
+    (10, "trace parent and attention index", include_str!("../migrations/pg/0010_trace_parent.sql")),
 ];
+
+/// The readiness probe's statement: a round trip that reads no table.
+const PING: &str = "SELECT 1";
 
 /// The migrations compiled into the binary, as sqlx's migrator reads them.
 #[derive(Debug)]
@@ -175,6 +184,17 @@ impl Store {
         };
         result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))?;
         audit::seal_all(self).await.map(|_| ())
+    }
+
+    /// One trivial round trip (`SELECT 1`) on a pooled connection, for a
+    /// readiness check: `Ok` when the database answers. It takes neither
+    /// SQLite's writer gate nor the background lane, so a long write does not
+    /// make it wait. Taking the connection is bounded by the pool's acquire
+    /// timeout (30 s; an idle connection is tested before it is handed out):
+    /// a database that no longer exists fails at once, a server that refuses
+    /// connections once the retries have used up that timeout.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.pool.begin_read().await?.execute(PING, Vec::new()).await.map(|_| ())
     }
 
     /// Closes every connection (waits for those in use to be returned).

@@ -15,7 +15,9 @@ use crate::at_once::{self, AtOnce};
 use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
 use crate::persist::persist;
-use crate::types::{Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunRow, TriggerEvent};
+use crate::types::{
+    Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunMeta, RunRow, TriggerEvent,
+};
 use crate::{Store, StoreError, claims, events};
 
 /// How often an admission re-reads after losing an insert race before giving up.
@@ -35,17 +37,18 @@ const ACTIVATION: &str = "activation";
 const FIND_KEY: &str = "SELECT id, revision, input_digest FROM runs \
      WHERE owner = $1 AND workflow = $2 AND idempotency_key = $3";
 const INSERT_RUN: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, \
-     held, admitted_at, updated_at, version, snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10) \
+     held, admitted_at, updated_at, version, snapshot, trace_parent) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11) \
      ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id";
 const LOCK_RUN_SQLITE: &str = "SELECT version, snapshot FROM runs WHERE id = $1";
 const LOCK_RUN_PG: &str = "SELECT version, snapshot FROM runs WHERE id = $1 FOR UPDATE";
 const UPDATE_RUN: &str = "UPDATE runs SET snapshot = $1, state = $2, held = $3, updated_at = $4, \
      version = version + 1 WHERE id = $5 AND version = $6";
 const LOAD_RUN: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-     admitted_at, updated_at, version, snapshot FROM runs WHERE id = $1";
-const REVISION_OF: &str = "SELECT revision FROM runs WHERE id = $1";
+     admitted_at, updated_at, version, snapshot, trace_parent FROM runs WHERE id = $1";
+const RUN_META: &str = "SELECT revision, trace_parent FROM runs WHERE id = $1";
 const LIST_RUNS: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-     admitted_at, updated_at, version, snapshot FROM runs \
+     admitted_at, updated_at, version, snapshot, trace_parent FROM runs \
      WHERE ($1 IS NULL OR workflow = $1) AND ($2 IS NULL OR state = $2) AND ($3 IS NULL OR owner = $3) \
      AND ($4 IS NULL OR admitted_at > $4 OR (admitted_at = $4 AND id > $5)) \
      ORDER BY admitted_at, id LIMIT $6";
@@ -331,8 +334,18 @@ impl Store {
 
     /// The revision a run is pinned to (immutable), without reading its snapshot.
     pub async fn revision_of(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.run_meta(run_id).await?.map(|meta| meta.revision))
+    }
+
+    /// What an event on a run needs besides its snapshot, in one read: its
+    /// revision and the `traceparent` it was admitted with (both immutable).
+    /// `None`: no such run.
+    pub async fn run_meta(&self, run_id: &str) -> Result<Option<RunMeta>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        tx.fetch_optional(REVISION_OF, vec![run_id.into()]).await?.map(|r| r.get(0)).transpose()
+        match tx.fetch_optional(RUN_META, vec![run_id.into()]).await? {
+            Some(row) => Ok(Some(RunMeta { revision: row.get(0)?, trace_parent: row.get(1)? })),
+            None => Ok(None),
+        }
     }
 
     /// Runs matching `filter`, oldest first, `limit` at a time, after `cursor`.
@@ -417,7 +430,7 @@ where
     decision.as_ref().ok_or_else(|| StoreError::Rejected("the first decision failed".into()))
 }
 
-/// The new run row's values, `$1`–`$10` of every statement that inserts one.
+/// The new run row's values, `$1`–`$11` of every statement that inserts one.
 pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
     vec![
         new.id.as_str().into(),
@@ -430,6 +443,7 @@ pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
         decision.held.into(),
         new.admitted_at.into(),
         decision.snapshot.as_slice().into(),
+        new.trace_parent.as_deref().into(),
     ]
 }
 
@@ -469,5 +483,6 @@ fn run_row(row: &Row) -> Result<RunRow, StoreError> {
         updated_at: row.get(9)?,
         version: row.get(10)?,
         snapshot: row.get(11)?,
+        trace_parent: row.get(12)?,
     })
 }

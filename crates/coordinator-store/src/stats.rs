@@ -1,12 +1,92 @@
-//! Counts for monitoring: how many runs are in each state, read at scrape
-//! time (`GET /metrics`). One `GROUP BY` over the runs table; it reads, never
-//! decides.
+//! Reads for monitoring, at scrape time (`GET /metrics`): how many runs are in
+//! each state, how long the oldest claimable work and timer have been due
+//! (`queue_heads`), and how many runs wait for an operator, by workflow and
+//! reason (`attention_by_reason`). Each is one statement on a pooled
+//! connection outside any transaction; none takes SQLite's writer gate. It
+//! reads, never decides.
 
 use coordinator_core::model::run::RunState;
 
 use crate::{Store, StoreError};
 
 const RUNS_BY_STATE: &str = "SELECT state, COUNT(*) FROM runs GROUP BY state";
+
+/// `$1` now. Work: the first unleased due row in `outbox_unleased` order (the
+/// first of a run without a hold; receipt lookups count on held runs, as
+/// claims take them), and the smallest `not_before` of rows whose lease ran
+/// out, over the expired range of `outbox_leased` (normally empty, as the next
+/// claims take those rows; at most what dead workers held). That part looks up
+/// each row's run (no join that could read all of `runs`) and tests
+/// `not_before` inside the `MIN` (so SQLite does not read `outbox_claim_order`
+/// across every due row instead). Timers: the first claimable due timer in
+/// `timers_claim_order` order, as the timer claim reads it. As with
+/// `next_due_sql!` in `claims`, 100 000 waiting rows cost what ten do; rows of
+/// held runs at the head of a queue are stepped over.
+const QUEUE_HEADS: &str = "SELECT (SELECT MIN(due) FROM (\
+     SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
+       WHERE o.lease_until IS NULL AND o.not_before <= $1 AND (NOT r.held OR o.kind = 'receipt') \
+       ORDER BY o.not_before LIMIT 1) AS due \
+     UNION ALL SELECT (SELECT MIN(CASE WHEN o.not_before <= $1 THEN o.not_before END) FROM outbox o \
+       WHERE o.lease_until < $1 \
+       AND (o.kind = 'receipt' OR NOT (SELECT r.held FROM runs r WHERE r.id = o.run_id)))) AS work), \
+   (SELECT t.due_at FROM timers t JOIN runs r ON r.id = t.run_id \
+     WHERE t.due_at <= $1 AND (t.lease_until IS NULL OR t.lease_until < $1) AND NOT r.held \
+     ORDER BY t.due_at LIMIT 1)";
+
+/// Runs in attention by workflow and hold, from the partial index
+/// `runs_attention` (migration 0010), whose predicate is this literal: a bound
+/// state would not match it. `'attention'` is `RunState::Attention.as_str()`
+/// (a test below keeps them equal).
+const ATTENTION: &str = "SELECT workflow, held, COUNT(*) FROM runs WHERE state = 'attention' GROUP BY workflow, held";
+
+/// The due instants at the head of the queues (`Store::queue_heads`), for the
+/// age of the oldest waiting work: `None` when nothing is due.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueHeads {
+    /// The smallest `not_before` of due, claimable outbox rows (not leased, or
+    /// their lease ran out) of runs without a restore hold (receipt lookups
+    /// whatever the hold), ms.
+    pub oldest_due_work: Option<i64>,
+    /// The smallest `due_at` of due, claimable timers of runs without a restore hold, ms.
+    pub oldest_due_timer: Option<i64>,
+}
+
+/// Why runs wait for an operator, as monitoring counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttentionReason {
+    /// A call's effect is unknown (the run is in attention and not held).
+    UnknownEffect,
+    /// A restore hold is placed on the run (it is in attention and held).
+    RestoreHold,
+}
+
+impl AttentionReason {
+    /// The spelling in metrics labels: `unknown-effect`, `restore-hold`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttentionReason::UnknownEffect => "unknown-effect",
+            AttentionReason::RestoreHold => "restore-hold",
+        }
+    }
+
+    /// The reason of a run in attention, from its `held` column: the machine
+    /// places a hold only with attention `RestoreHold` (`Run::apply`), and the
+    /// only other reason is an unknown effect.
+    fn of_held(held: bool) -> AttentionReason {
+        if held { AttentionReason::RestoreHold } else { AttentionReason::UnknownEffect }
+    }
+}
+
+/// How many runs of a workflow are in attention for a reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttentionCount {
+    /// The workflow.
+    pub workflow: String,
+    /// Why they wait.
+    pub reason: AttentionReason,
+    /// How many runs.
+    pub runs: i64,
+}
 
 impl Store {
     /// How many runs are in each state (every state, zero included), in `RunState::ALL` order.
@@ -22,5 +102,61 @@ impl Store {
             slot.1 = n;
         }
         Ok(counts)
+    }
+
+    /// The due instants at the head of the outbox and the timers at `now`
+    /// (see [`QueueHeads`]), in one statement that stops at the first
+    /// claimable row of each queue.
+    pub async fn queue_heads(&self, now: i64) -> Result<QueueHeads, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        match tx.fetch_optional(QUEUE_HEADS, vec![now.into()]).await? {
+            Some(row) => Ok(QueueHeads { oldest_due_work: row.get(0)?, oldest_due_timer: row.get(1)? }),
+            None => Err(StoreError::Corrupt("the queue heads read no row".into())),
+        }
+    }
+
+    /// How many runs are in attention, by workflow and reason: ordered by
+    /// workflow, then `UnknownEffect` before `RestoreHold`; a pair with no
+    /// run is left out. Reads only the runs in attention (`runs_attention`).
+    pub async fn attention_by_reason(&self) -> Result<Vec<AttentionCount>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        let mut counts = Vec::new();
+        for row in tx.fetch_all(ATTENTION, Vec::new()).await? {
+            let held: bool = row.get(1)?;
+            counts.push(AttentionCount {
+                workflow: row.get(0)?,
+                reason: AttentionReason::of_held(held),
+                runs: row.get(2)?,
+            });
+        }
+        // In Rust, not SQL: the same (byte) order whatever the database's collation.
+        counts.sort_by(|a, b| (&a.workflow, a.reason).cmp(&(&b.workflow, b.reason)));
+        Ok(counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_attention_literal_is_the_attention_state_and_the_index_predicate() {
+        let predicate = format!("WHERE state = '{}'", RunState::Attention.as_str());
+        assert!(ATTENTION.contains(&predicate), "{ATTENTION}");
+        for migration in [
+            include_str!("../migrations/pg/0010_trace_parent.sql"),
+            include_str!("../migrations/sqlite/0010_trace_parent.sql"),
+        ] {
+            assert!(
+                migration.contains(&format!("runs_attention ON runs (workflow, held) {predicate};")),
+                "{migration}"
+            );
+        }
+    }
+
+    #[test]
+    fn attention_reasons_are_spelled_as_metrics_labels() {
+        let labels = [AttentionReason::UnknownEffect, AttentionReason::RestoreHold].map(AttentionReason::as_str);
+        assert_eq!(labels, ["unknown-effect", "restore-hold"]);
     }
 }

@@ -37,6 +37,9 @@ pub struct NewRun {
     pub input_digest: String,
     /// When it is admitted, in ms since the epoch.
     pub admitted_at: i64,
+    /// The W3C `traceparent` the admitting caller sent (validated by the
+    /// service; the store keeps it opaque), if any.
+    pub trace_parent: Option<String>,
 }
 
 /// The product event a trigger admits a run from, as deduplicated: the
@@ -111,6 +114,18 @@ pub struct RunRow {
     pub version: i64,
     /// The opaque snapshot.
     pub snapshot: Vec<u8>,
+    /// The `traceparent` it was admitted with (NULL for runs admitted before migration 0010).
+    pub trace_parent: Option<String>,
+}
+
+/// What every event on a run needs to know of it besides its snapshot
+/// (`Store::run_meta`): both are fixed at admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMeta {
+    /// The revision the run is pinned to.
+    pub revision: String,
+    /// The `traceparent` it was admitted with, if any.
+    pub trace_parent: Option<String>,
 }
 
 /// Which runs to list; `None` matches everything.
@@ -192,6 +207,8 @@ pub struct ClaimedRun {
     pub revision: String,
     /// The run's sealed snapshot.
     pub snapshot: Vec<u8>,
+    /// The `traceparent` the run was admitted with, if any.
+    pub trace_parent: Option<String>,
 }
 
 /// How many rows of each kind one `Store::claim_due` takes at most.
@@ -234,6 +251,9 @@ pub struct TimerItem {
     /// The revision the run is pinned to (read with the claim, so firing
     /// needs no lookup of its own; the fence does not depend on it).
     pub revision: String,
+    /// The `traceparent` the run was admitted with, if any (read with the
+    /// claim like `revision`; the fence does not depend on it).
+    pub trace_parent: Option<String>,
 }
 
 /// A claim whose lease must still be held for a decision to be applied

@@ -6,7 +6,8 @@
 //! the wait index and wake-ups in `conformance/waits.rs`, a worker's claim
 //! round in `conformance/due.rs`, trigger events in
 //! `conformance/events.rs`, the hash-chained audit journal in
-//! `conformance/audit.rs`.
+//! `conformance/audit.rs`, a run's trace parent in `conformance/trace.rs`,
+//! the readiness ping and the monitoring reads in `conformance/monitoring.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
@@ -21,9 +22,13 @@ mod due;
 mod events;
 #[path = "conformance/hold.rs"]
 mod hold;
+#[path = "conformance/monitoring.rs"]
+mod monitoring;
 #[path = "conformance/redispatch.rs"]
 mod redispatch;
 mod support;
+#[path = "conformance/trace.rs"]
+mod trace;
 #[path = "conformance/waits.rs"]
 mod waits;
 
@@ -53,12 +58,17 @@ use events::{
     both_admission_paths_write_the_same_rows, concurrent_deliveries_of_one_event_create_one_run,
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
+use monitoring::{
+    ping_answers_while_a_writer_holds_the_database, ping_fails_once_the_database_is_gone,
+    queue_heads_are_the_oldest_claimable_due_rows, runs_in_attention_are_counted_by_workflow_and_reason,
+};
 use redispatch::{
     a_claim_after_a_lost_lease_is_reclaimed, a_new_attempt_resets_the_claim_count, a_released_claim_does_not_count,
     an_upgrade_counts_claims_taken_before_it,
 };
 use serde_json::json;
 use support::{T0, admit, deciding, first, new_run, run_id, workflow};
+use trace::{a_run_keeps_its_trace_parent_for_every_read, claims_carry_the_trace_parent_of_their_run};
 use waits::{open_waits_are_indexed_by_reference, work_committed_elsewhere_wakes_a_listener_on_postgres};
 
 /// `conformance!(Schema in sqlite_module, postgres_module: test, …)`.
@@ -125,6 +135,15 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     claims_carry_the_run_as_they_read_it,
     a_claim_round_takes_both_kinds_and_says_what_is_due_next,
     fresh_and_expired_rows_share_one_limit,
+);
+
+conformance!(Current in observability_on_sqlite, observability_on_postgres:
+    a_run_keeps_its_trace_parent_for_every_read,
+    claims_carry_the_trace_parent_of_their_run,
+    ping_answers_while_a_writer_holds_the_database,
+    ping_fails_once_the_database_is_gone,
+    queue_heads_are_the_oldest_claimable_due_rows,
+    runs_in_attention_are_counted_by_workflow_and_reason,
 );
 
 conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres:
@@ -349,7 +368,8 @@ async fn timers_are_claimed_and_the_deadline_ends_the_run(store: &Store) {
     assert_eq!(ok(store.claim_timers(deadline - 1, "w1", LEASE_MS, 10).await, "early"), vec![]);
     let claimed = ok(store.claim_timers(deadline, "w1", LEASE_MS, 10).await, "claim");
     let revision = ok(store.load(&id).await, "load").map(|r| r.revision).unwrap_or_default();
-    let item = TimerItem { run_id: id.clone(), timer: Timer::RunDeadline, due_at: deadline, revision };
+    let item =
+        TimerItem { run_id: id.clone(), timer: Timer::RunDeadline, due_at: deadline, revision, trace_parent: None };
     assert_eq!(claimed, vec![item.clone()]);
     assert_eq!(ok(store.claim_timers(deadline, "w2", LEASE_MS, 10).await, "leased"), vec![]);
     // The attempt is leased too now: the next due instant is the first lease to run out.

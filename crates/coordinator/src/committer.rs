@@ -25,15 +25,17 @@ use coordinator_store::Claim;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::after::{After, Note, Told};
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::metrics::Committed;
+use crate::telemetry::traces::{Live, RunTrace};
 
 /// One report waiting for its transaction.
 struct Report {
     claim: Claim,
     event: Event,
     wf: Arc<Workflow>,
+    note: Note,
     done: oneshot::Sender<Result<(), EngineError>>,
 }
 
@@ -56,9 +58,15 @@ pub(crate) struct Reports {
 impl Reports {
     /// Applies `event` under `claim`'s fence in the next batch and returns how
     /// that went. If the committer has stopped, it is applied on its own.
-    pub(crate) async fn apply(&self, claim: Claim, event: Event, wf: Arc<Workflow>) -> Result<(), EngineError> {
+    pub(crate) async fn apply(
+        &self,
+        claim: Claim,
+        event: Event,
+        wf: Arc<Workflow>,
+        note: Note,
+    ) -> Result<(), EngineError> {
         let (done, result) = oneshot::channel();
-        match self.queue.send(Report { claim, event, wf, done }) {
+        match self.queue.send(Report { claim, event, wf, note, done }) {
             Ok(()) => match result.await {
                 Ok(result) => result,
                 Err(_) => Err(EngineError::Corrupt("the committer stopped before answering".into())),
@@ -119,11 +127,20 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>) {
     let started = std::time::Instant::now();
     let now = engine.now();
     let claims: Vec<Claim> = batch.iter().map(|r| r.claim.clone()).collect();
-    let mut committed: Vec<Option<Committed>> = vec![None; batch.len()];
+    // Every decision of the batch spans the one transaction (lock → commit).
+    let mut traced: Vec<(RunTrace, Live)> = batch
+        .iter()
+        .map(|r| {
+            let trace = engine.traces.run(r.run_id(), r.note.trace_parent.as_deref());
+            let span = engine.decision_span(&trace, &r.event);
+            (trace, span)
+        })
+        .collect();
+    let mut told: Vec<Option<Told>> = vec![None; batch.len()];
     let decide = |i: usize, snapshot: &[u8]| {
         let report = &batch[i];
-        let decision = engine.decide_on(&report.wf, report.run_id(), snapshot, &report.event, now)?;
-        committed[i] = Some(Committed::of(&decision.actions));
+        let (decision, admitted_at) = engine.decide_on(&report.wf, report.run_id(), snapshot, &report.event, now)?;
+        told[i] = Some(Told::of(&report.event, &decision.actions, now, admitted_at));
         Ok::<_, EngineError>(decision)
     };
     let outcome = engine.store.apply_fenced_batch(&claims, &engine.owner, now, decide).await;
@@ -131,15 +148,31 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>) {
         Ok(outcome) => outcome
             .into_iter()
             .zip(&batch)
-            .zip(committed)
-            .map(|((result, report), committed)| {
+            .zip(told)
+            .zip(traced.drain(..))
+            .map(|(((result, report), told), (trace, span))| {
                 let result = result.map(|_| ()).map_err(EngineError::from_store);
-                engine.record(&report.event, &result, committed, started.elapsed());
+                engine.record(After {
+                    wf: &report.wf,
+                    run_id: report.run_id(),
+                    event: &report.event,
+                    result: &result,
+                    told,
+                    elapsed: started.elapsed(),
+                    reason: report.note.reason.as_deref(),
+                    trace,
+                    span,
+                });
                 result
             })
             .collect(),
         Err(e) => {
-            eprintln!("coordinator worker: a batch of {} reports failed ({e}); applying them one by one", batch.len());
+            // These spans' decisions did not commit; each report gets its own below.
+            for (_, mut span) in traced.drain(..) {
+                span.error("the batch failed as a whole");
+                span.end();
+            }
+            tracing::warn!(reports = batch.len(), error = %e, "a batch of reports failed as a whole; applying them one by one");
             let mut results = Vec::with_capacity(batch.len());
             for report in &batch {
                 results.push(apply_one(engine, report).await);
@@ -152,7 +185,7 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>) {
 
 /// One report in its own transaction (the engine records its metrics).
 async fn apply_one(engine: &Engine, report: &Report) -> Result<(), EngineError> {
-    engine.apply_claimed(&report.claim, report.run_id(), &report.event, &report.wf).await
+    engine.apply_claimed(&report.claim, report.run_id(), &report.event, &report.wf, &report.note).await
 }
 
 fn finish(batch: Vec<Report>, results: Vec<Result<(), EngineError>>) {

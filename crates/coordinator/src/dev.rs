@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::Running;
+use crate::running::{Drained, Running};
 use coordinator_core::check::{SourceError, check_project};
 use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::machine::Settings;
@@ -99,6 +99,17 @@ impl Dev {
     /// Waits until the server task ends (it ends only on failure or abort).
     pub async fn serve_forever(&mut self) {
         self.running.serve_forever().await;
+    }
+
+    /// How long a drain may take: the claim lease of the dev connections.
+    pub fn grace(&self) -> Duration {
+        crate::worker::WorkerOptions::for_engine(&self.engine).lease()
+    }
+
+    /// Stops as `coordinator serve` does (SIGTERM, SIGINT), within [`Dev::grace`].
+    pub async fn drain(&mut self) -> Drained {
+        let grace = self.grace();
+        self.running.drain(grace).await
     }
 }
 

@@ -29,16 +29,19 @@ use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_core::model::run::RunState;
 use coordinator_core::package::{self, PackageError};
 use coordinator_functions::Limits;
-use coordinator_products::{Connection, ProductClient};
+use coordinator_products::{Connection, ProductClient, Traceparent};
 use coordinator_seal::{Binding, Keyring, Purpose};
 use coordinator_store::{Admission, Claim, Decision, NewRun, Package, RunRow, Store, StoreError, TriggerEvent};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
+use crate::after::{After, Note, Told};
+use crate::drain::Drain;
 use crate::error::EngineError;
 use crate::inspection::{self, Inspection};
-use crate::metrics::{Committed, Decided, Metrics};
+use crate::metrics::Metrics;
+use crate::telemetry::traces::Traces;
 
 /// The result of an admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +67,8 @@ pub struct AdmitRequest {
     pub idempotency_key: Option<String>,
     /// A run id the caller chose (a UUIDv7, see `run_id`); generated when absent.
     pub run_id: Option<String>,
+    /// The caller's W3C `traceparent`: the run's trace continues it (ignored unless valid).
+    pub trace_parent: Option<String>,
 }
 
 /// A run as the API may show it: no input, commands or product responses.
@@ -108,6 +113,10 @@ pub struct Engine {
     event_schemas: std::collections::BTreeMap<String, Value>,
     /// How far [`Engine::now`] is ahead of the system clock, ms (0 unless a test advanced it).
     clock_offset_ms: AtomicI64,
+    /// Whether the service is stopping (nothing admitted or claimed), and its requests in flight.
+    pub(crate) drain: Drain,
+    /// Where spans go (nowhere unless `telemetry` is configured).
+    pub(crate) traces: Traces,
 }
 
 /// A package activated by [`Engine::activate`].
@@ -186,6 +195,8 @@ impl Engine {
             event_secrets: HashMap::new(),
             event_schemas: coordinator_core::check::catalog::Catalog::builtin_event_schemas(),
             clock_offset_ms: AtomicI64::new(0),
+            drain: Drain::new(),
+            traces: Traces::off(),
         }
     }
 
@@ -213,9 +224,31 @@ impl Engine {
         self
     }
 
+    /// The same engine exporting spans to `traces`.
+    #[must_use]
+    pub fn with_traces(mut self, traces: Traces) -> Self {
+        self.traces = traces;
+        self
+    }
+
+    /// Where this engine's spans go.
+    pub fn traces(&self) -> &Traces {
+        &self.traces
+    }
+
+    /// Whether the service is draining: it admits nothing and claims nothing more.
+    pub fn is_draining(&self) -> bool {
+        self.drain.is_draining()
+    }
+
     /// Whether this engine runs in recovery-only mode.
     pub fn is_recovery_only(&self) -> bool {
         self.recovery_only
+    }
+
+    /// This process's lease owner id (`coordinator-<uuid>`), in the rows it claims.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// This engine's metrics.
@@ -270,10 +303,13 @@ impl Engine {
         owner: &str,
         event: Option<&TriggerEvent>,
     ) -> Result<AdmitResult, EngineError> {
-        let AdmitRequest { workflow, revision, input, idempotency_key, run_id } = request;
+        let AdmitRequest { workflow, revision, input, idempotency_key, run_id, trace_parent } = request;
         let workflow = workflow.as_str();
         if self.recovery_only {
             return Err(EngineError::RecoveryOnly);
+        }
+        if self.is_draining() {
+            return Err(EngineError::Draining);
         }
         let (active, held) = self.store.admission_gate(workflow).await?;
         if held {
@@ -302,18 +338,22 @@ impl Engine {
             idempotency_key,
             input_digest: input_digest(&input)?,
             admitted_at: now,
+            // Only a valid header is kept (an invalid one is ignored, as W3C Trace Context asks).
+            trace_parent: trace_parent.as_deref().and_then(Traceparent::parse).map(|t| t.to_string()),
         };
         if supplied.is_some()
             && let Some(existing) = self.store.load(&new.id).await?
         {
             return same_run(&existing, &new);
         }
-        let mut committed = Committed::default();
+        let trace = self.traces.run(&new.id, new.trace_parent.as_deref());
+        let span = self.decision_span(&trace, &Event::Admitted);
+        let mut told = None;
         let mut first_state = None;
         let first = || -> Result<Decision, EngineError> {
             let run = Run::new(&new.id, &active, Instant(now), input);
             let t = decide(&wf, &run, &Event::Admitted, Instant(now), &self.settings);
-            committed = Committed::of(&t.actions);
+            told = Some(Told::of(&Event::Admitted, &t.actions, now, Instant(now)));
             let decision = self.conclude(run, &t)?;
             first_state = Some(decision.state);
             Ok(decision)
@@ -338,10 +378,20 @@ impl Engine {
         let created = matches!(admission, Admission::Created(_));
         self.metrics.admission(created);
         if created {
-            self.metrics.admitted(committed, started.elapsed());
-            if committed.queued {
-                self.wake.notify_one();
-            }
+            let elapsed = started.elapsed();
+            let result = Ok(());
+            let event = Event::Admitted;
+            self.record(After {
+                wf: &wf,
+                run_id: &new.id,
+                event: &event,
+                result: &result,
+                told,
+                elapsed,
+                reason: None,
+                trace,
+                span,
+            });
         }
         // A run created now is in the state its first decision left; an earlier one is read back.
         let state = match (created, first_state) {
@@ -372,29 +422,34 @@ impl Engine {
     }
 
     async fn handle_by(&self, run_id: &str, event: &Event, now: i64, actor: Option<&str>) -> Result<(), EngineError> {
-        let wf = self.workflow_of(run_id).await?;
-        self.apply_recorded(None, run_id, event, now, &wf, actor).await
+        let meta = self.store.run_meta(run_id).await?.ok_or(EngineError::RunNotFound)?;
+        let wf = self.workflow(&meta.revision).await?;
+        let note = Note { trace_parent: meta.trace_parent, reason: None };
+        self.apply_recorded(None, run_id, event, now, &wf, actor, &note).await
     }
 
     /// Applies a worker's report on a claimed row (a product's answer, a due
-    /// timer) under the claim's fence, then records the after-commit metrics.
+    /// timer) under the claim's fence, then runs the after-commit hooks;
+    /// `note` says which trace the run is in and why the answer was classified so.
     ///
     /// # Errors
     /// As [`Engine::handle`]; a report whose lease was taken over is a store
     /// error (`LeaseLost`) and writes nothing.
-    pub async fn apply_claimed(
+    pub(crate) async fn apply_claimed(
         &self,
         claim: &Claim,
         run_id: &str,
         event: &Event,
         wf: &Workflow,
+        note: &Note,
     ) -> Result<(), EngineError> {
-        self.apply_recorded(Some(claim), run_id, event, self.now(), wf, None).await
+        self.apply_recorded(Some(claim), run_id, event, self.now(), wf, None, note).await
     }
 
     /// One event through the store's transaction (fenced by `claim` when given,
-    /// journaled as `actor`'s when given), with the metrics recorded after it
-    /// committed or was not applied.
+    /// journaled as `actor`'s when given), with the after-commit hooks run once
+    /// it committed or was not applied (`after`).
+    #[allow(clippy::too_many_arguments, reason = "the parts of one decision, each used once")]
     async fn apply_recorded(
         &self,
         claim: Option<&Claim>,
@@ -403,12 +458,15 @@ impl Engine {
         now: i64,
         wf: &Workflow,
         actor: Option<&str>,
+        note: &Note,
     ) -> Result<(), EngineError> {
         let started = std::time::Instant::now();
-        let mut committed = None;
+        let trace = self.traces.run(run_id, note.trace_parent.as_deref());
+        let span = self.decision_span(&trace, event);
+        let mut told = None;
         let decide = |snapshot: &[u8]| {
-            let decision = self.decide_on(wf, run_id, snapshot, event, now)?;
-            committed = Some(Committed::of(&decision.actions));
+            let (decision, admitted_at) = self.decide_on(wf, run_id, snapshot, event, now)?;
+            told = Some(Told::of(event, &decision.actions, now, admitted_at));
             Ok::<_, EngineError>(decision)
         };
         let applied = match (claim, actor) {
@@ -417,41 +475,23 @@ impl Engine {
             (Some(claim), _) => self.store.apply_fenced(claim, &self.owner, now, decide).await,
         };
         let result = applied.map(|_| ()).map_err(EngineError::from_store);
-        self.record(event, &result, committed, started.elapsed());
+        let elapsed = started.elapsed();
+        self.record(After {
+            wf,
+            run_id,
+            event,
+            result: &result,
+            told,
+            elapsed,
+            reason: note.reason.as_deref(),
+            trace,
+            span,
+        });
         result
     }
 
-    /// The after-commit hooks of one event's decision: its metrics, recorded
-    /// when it committed, or when the machine ignored or refused it (nothing
-    /// written), not when nothing was decided (lease lost, stale, store
-    /// failure); and the worker woken when the commit queued work or set a timer.
-    pub(crate) fn record(
-        &self,
-        event: &Event,
-        result: &Result<(), EngineError>,
-        committed: Option<Committed>,
-        elapsed: Duration,
-    ) {
-        let decided = match result {
-            Ok(()) => Decided::Applied,
-            Err(EngineError::Ignored(_)) => Decided::Ignored,
-            Err(EngineError::Refused { .. }) => Decided::Refused,
-            Err(_) => return,
-        };
-        let committed = if decided == Decided::Applied { committed } else { None };
-        self.metrics.decision(event, decided, committed, elapsed);
-        if committed.is_some_and(|c| c.queued) {
-            self.wake.notify_one();
-        }
-    }
-
-    /// The workflow a stored run is pinned to.
-    pub(crate) async fn workflow_of(&self, run_id: &str) -> Result<Arc<Workflow>, EngineError> {
-        let revision = self.store.revision_of(run_id).await?.ok_or(EngineError::RunNotFound)?;
-        self.workflow(&revision).await
-    }
-
-    /// The decide closure every apply runs under the run lock.
+    /// The decide closure every apply runs under the run lock: the decision and
+    /// when the run was admitted (for the run's span once it ends).
     pub(crate) fn decide_on(
         &self,
         wf: &Workflow,
@@ -459,10 +499,11 @@ impl Engine {
         snapshot: &[u8],
         event: &Event,
         now: i64,
-    ) -> Result<Decision, EngineError> {
+    ) -> Result<(Decision, Instant), EngineError> {
         let run = self.open(run_id, snapshot)?;
+        let admitted_at = run.admitted_at;
         let t = decide(wf, &run, event, Instant(now), &self.settings);
-        self.conclude(run, &t)
+        Ok((self.conclude(run, &t)?, admitted_at))
     }
 
     /// Applies an applied transition to the run and seals the result; any other outcome writes nothing.
@@ -488,7 +529,15 @@ impl Engine {
     /// Opens a sealed run snapshot.
     pub(crate) fn open(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
         let json = self.keyring.open(snapshot_binding(run_id), sealed)?;
-        serde_json::from_slice(&json).map_err(|e| EngineError::Corrupt(format!("snapshot of run {run_id}: {e}")))
+        // serde's message can quote the snapshot (input, commands): say where, not what.
+        serde_json::from_slice(&json).map_err(|e| {
+            EngineError::Corrupt(format!(
+                "the snapshot of run {run_id} does not decode ({:?} at line {}, column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ))
+        })
     }
 
     /// A run as the API shows it.

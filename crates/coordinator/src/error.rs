@@ -35,6 +35,10 @@ pub enum EngineError {
     /// The service runs in recovery-only mode: nothing is admitted (`service.recovery-only`).
     #[error("the service runs in recovery-only mode: it admits nothing until it is started normally")]
     RecoveryOnly,
+    /// The service is stopping: nothing is admitted; another process (or this one
+    /// once restarted) admits the request (`service.draining`).
+    #[error("the service is stopping: retry the request, another process of the deployment admits it")]
+    Draining,
     /// A restore hold is placed: nothing is admitted until it is released (`restore-hold.placed`).
     #[error("a restore hold is placed: nothing is admitted until an operator releases it")]
     RestoreHoldPlaced,

@@ -79,6 +79,7 @@ impl Engine {
         name: &str,
         header: Option<&str>,
         body: &[u8],
+        trace_parent: Option<&str>,
     ) -> Result<AdmitResult, EventError> {
         let unknown = || EventError::UnknownTrigger { workflow: workflow.to_owned(), trigger: name.to_owned() };
         let active = self.store.active(workflow).await.map_err(EngineError::from)?.ok_or_else(unknown)?;
@@ -106,6 +107,7 @@ impl Engine {
             input: admission.input,
             idempotency_key: Some(admission.idempotency_key),
             run_id: None,
+            trace_parent: trace_parent.map(str::to_owned),
         };
         let owner = trigger_subject(&trigger.connection);
         Ok(self.admit_with(request, &owner, Some(&record)).await?)

@@ -63,7 +63,7 @@ impl Engine {
     /// A store or seal failure; runs held before it stay held.
     pub async fn place_restore_hold(&self, by: &str) -> Result<HoldStatus, EngineError> {
         self.store.place_hold(self.now(), by).await?;
-        eprintln!("coordinator: restore hold placed by {by}");
+        tracing::warn!(actor = by, "restore hold placed: nothing is dispatched until it is released");
         self.hold_unfinished_runs(Some(by)).await?;
         self.restore_hold().await
     }
@@ -101,7 +101,7 @@ impl Engine {
             self.apply_hold_event(&id, &Event::RestoreHoldReleased, Some(by)).await?;
         }
         self.store.release_hold(self.now(), by).await?;
-        eprintln!("coordinator: restore hold released by {by}");
+        tracing::info!(actor = by, "restore hold released");
         self.wake.notify_one();
         self.restore_hold().await
     }

@@ -23,7 +23,7 @@ pub async fn run(engine: Arc<Engine>) {
     loop {
         tokio::time::sleep(INTERVAL).await;
         if let Err(e) = engine.store().tidy_queues().await {
-            eprintln!("coordinator janitor: vacuuming the queue tables failed: {e}");
+            tracing::warn!(error = %e, "vacuuming the queue tables failed; trying again");
         }
     }
 }

@@ -10,18 +10,22 @@
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
 //! `sealer` (chains the audit journal's pending entries in the background),
-//! `janitor` (vacuums the queue tables on PostgreSQL),
+//! `janitor` (vacuums the queue tables on PostgreSQL), `drain` (the state of
+//! a stopping service) and `running` (the service's tasks and the order in
+//! which a drain stops them),
 //! `completions` (completion notifications), `events` (admission from signed
 //! product events) and `signature` (their HMAC header), `dev` (the one-command
 //! development stack), `error`.
 //! The binary (`main.rs`) only parses arguments and prints.
 
 pub mod access;
+pub(crate) mod after;
 pub mod api;
 pub(crate) mod committer;
 pub mod completions;
 pub mod deployment;
 pub mod dev;
+pub mod drain;
 pub mod engine;
 pub mod error;
 pub mod events;
@@ -30,15 +34,19 @@ pub mod inspection;
 pub mod janitor;
 pub mod metrics;
 pub mod oidc;
+pub(crate) mod perform;
 pub mod project_dir;
 pub mod run_id;
+pub(crate) mod running;
 pub mod sealer;
 pub mod serve;
 pub mod signature;
+pub mod telemetry;
 pub mod worker;
 
 pub use engine::{AdmitRequest, AdmitResult, Engine, RunView};
 pub use error::EngineError;
+pub use running::Drained;
 
 /// Extra stack for a worker thread beyond what a function call needs.
 const THREAD_STACK_MARGIN: usize = 8 << 20;
@@ -54,48 +62,4 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .enable_all()
         .thread_stack_size(stack.saturating_add(THREAD_STACK_MARGIN))
         .build()
-}
-
-/// The tasks of a running service (`serve`, `dev`): the HTTP server and the
-/// engine's background tasks — the worker, the audit journal's sealer and the
-/// janitor (the last two return at once in recovery-only mode, which writes
-/// nothing on its own). Dropping it stops them all.
-pub(crate) struct Running(Vec<tokio::task::JoinHandle<()>>);
-
-impl Running {
-    /// Serves `router` on `listener` (`who` names the command in its one
-    /// log line) and starts `engine`'s background tasks.
-    pub(crate) fn start(
-        who: &'static str,
-        listener: tokio::net::TcpListener,
-        router: axum::Router,
-        engine: &std::sync::Arc<Engine>,
-    ) -> Running {
-        let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                eprintln!("coordinator {who}: server stopped: {e}");
-            }
-        });
-        Running(vec![
-            server,
-            tokio::spawn(worker::run(std::sync::Arc::clone(engine))),
-            tokio::spawn(sealer::run(std::sync::Arc::clone(engine))),
-            tokio::spawn(janitor::run(std::sync::Arc::clone(engine))),
-        ])
-    }
-
-    /// Waits until the server ends (only on failure or abort).
-    pub(crate) async fn serve_forever(&mut self) {
-        if let Some(server) = self.0.first_mut() {
-            let _ = server.await;
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
 }

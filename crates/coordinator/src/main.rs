@@ -1,23 +1,55 @@
 //! `coordinator`: the service binary (SPEC §7): `dev`, `serve`, `migrate`.
-//! Parses arguments, prints, and maps failures to exit codes (`0` ok, `1`
-//! refused, `2` usage, `3` a needed resource is unavailable).
+//! Parses arguments, sets logging up, prints `dev`'s banner, waits for
+//! SIGTERM/SIGINT to drain, and maps failures to exit codes (`0` ok or
+//! drained, `1` refused, `2` usage, `3` a needed resource is unavailable, `4`
+//! stopped before the drain finished: a second signal, or the grace period ran out).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use coordinator::Drained;
 use coordinator::deployment::{DeploymentError, RuntimeConfig};
 use coordinator::dev::{self, DevError, DevOptions};
 use coordinator::serve::{self, ServeError};
+use coordinator::telemetry::logging::{self, LogSettings};
+use coordinator_core::diagnostic::Diagnostic;
+use coordinator_core::model::runtime::{LogFormat, Logging};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// Exit code of a stop before the drain finished.
+const STOPPED_UNDRAINED: u8 = 4;
 
 /// The Coordinator service.
 #[derive(Debug, Parser)]
 #[command(name = "coordinator", version)]
 struct Args {
+    /// How log lines are written to standard error (default: human on a terminal, json otherwise;
+    /// runtime.yaml's `logging.format` when given). `RUST_LOG` filters them.
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<Format>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    /// Readable lines.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+impl From<Format> for LogFormat {
+    fn from(format: Format) -> LogFormat {
+        match format {
+            Format::Human => LogFormat::Human,
+            Format::Json => LogFormat::Json,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,28 +89,111 @@ enum Command {
 
 fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
+    let flag = args.log_format.map(LogFormat::from);
     let runtime = coordinator::runtime().context("starting the async runtime")?;
     runtime.block_on(async {
         match args.command {
-            Command::Dev { project, listen, data, token } => run_dev(DevOptions { project, listen, data, token }).await,
+            Command::Dev { project, listen, data, token } => {
+                if let Err(code) = start_logging(flag, None) {
+                    return Ok(code);
+                }
+                run_dev(DevOptions { project, listen, data, token }).await
+            }
             Command::Serve { runtime, recovery_only } => {
                 let mode = if recovery_only { serve::Mode::RecoveryOnly } else { serve::Mode::Normal };
-                Ok(run_serve(&runtime, mode).await)
+                Ok(with_config(&runtime, flag, |config| run_serve(config, mode)).await)
             }
-            Command::Migrate { runtime } => Ok(run_migrate(&runtime).await),
+            Command::Migrate { runtime } => Ok(with_config(&runtime, flag, run_migrate).await),
         }
     })
 }
 
+/// Installs the log subscriber; on a filter that does not parse, logs why
+/// with the default filter and gives the exit code (2, usage).
+fn start_logging(flag: Option<LogFormat>, file: Option<&Logging>) -> Result<(), ExitCode> {
+    let settings = LogSettings::resolve(std::env::var("RUST_LOG").ok(), flag, file);
+    match logging::install(&settings) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let fallback = LogSettings { filter: logging::DEFAULT_FILTER.to_owned(), ..settings };
+            if logging::install(&fallback).is_ok() {
+                tracing::error!(error = %e, "cannot start");
+            }
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Reads runtime.yaml, sets logging up as it says (or with the defaults when
+/// it is refused, to say why) and runs `then` on it.
+async fn with_config<F, Fut>(file: &std::path::Path, flag: Option<LogFormat>, then: F) -> ExitCode
+where
+    F: FnOnce(RuntimeConfig) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    match RuntimeConfig::read(file) {
+        Ok(config) => match start_logging(flag, config.runtime.logging.as_ref()) {
+            Ok(()) => then(config).await,
+            Err(code) => code,
+        },
+        Err(e) => match start_logging(flag, None) {
+            Ok(()) => refuse(&ServeError::Deployment(e)),
+            Err(code) => code,
+        },
+    }
+}
+
+/// SIGTERM and SIGINT, the signals that drain the service.
+struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+        })
+    }
+
+    /// The next signal's name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
+        }
+    }
+}
+
+/// Drains with `drain` until it ends or a second signal comes (then exits at once).
+async fn drain_on(signals: &mut Signals, first: &str, drain: impl std::future::Future<Output = Drained>) -> ExitCode {
+    tracing::info!(signal = first, "stopping: draining (a second signal stops at once)");
+    tokio::select! {
+        drained = drain => match drained {
+            Drained::Clean => ExitCode::SUCCESS,
+            Drained::GraceExpired { .. } => ExitCode::from(STOPPED_UNDRAINED),
+        },
+        second = signals.next() => {
+            tracing::warn!(
+                signal = second,
+                "stopping at once: product requests in flight become uncertain once their leases run out"
+            );
+            std::process::exit(i32::from(STOPPED_UNDRAINED));
+        }
+    }
+}
+
 async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
+    let mut signals = Signals::install()?;
     let project = options.project.clone();
     let mut dev = match dev::start(options).await {
         Ok(dev) => dev,
         Err(DevError::Refused(diagnostics)) => {
             for d in diagnostics.iter().filter(|d| d.is_error()) {
-                eprintln!("{}:{}:{}: error[{}]: {}", d.file, d.line, d.column, d.code.as_str(), d.message);
+                log_diagnostic(d);
             }
-            eprintln!("error: {} was refused; nothing was started", project.display());
+            tracing::error!(project = %project.display(), "the project was refused; nothing was started");
             return Ok(ExitCode::from(1));
         }
         Err(e) => return Err(e).context("starting coordinator dev"),
@@ -112,15 +227,33 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
             dev.workflow
         );
     }
-    tokio::select! {
-        () = dev.serve_forever() => {}
-        _ = tokio::signal::ctrl_c() => println!("coordinator dev: stopping"),
-    }
-    Ok(ExitCode::SUCCESS)
+    tracing::info!(
+        workflow = %dev.workflow,
+        revision = %dev.revision,
+        url = %url,
+        owner = dev.engine.owner(),
+        grace_seconds = dev.grace().as_secs(),
+        "serving"
+    );
+    let first = tokio::select! {
+        () = dev.serve_forever() => {
+            tracing::error!("the HTTP server stopped");
+            return Ok(ExitCode::from(3));
+        }
+        first = signals.next() => first,
+    };
+    Ok(drain_on(&mut signals, first, dev.drain()).await)
 }
 
-async fn run_serve(runtime: &std::path::Path, mode: serve::Mode) -> ExitCode {
-    let deployment = match RuntimeConfig::read(runtime).and_then(RuntimeConfig::resolve) {
+async fn run_serve(config: RuntimeConfig, mode: serve::Mode) -> ExitCode {
+    let mut signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            return ExitCode::from(3);
+        }
+    };
+    let deployment = match config.resolve() {
         Ok(d) => d,
         Err(e) => return refuse(&ServeError::Deployment(e)),
     };
@@ -129,53 +262,64 @@ async fn run_serve(runtime: &std::path::Path, mode: serve::Mode) -> ExitCode {
         Ok(service) => service,
         Err(e) => return refuse(&e),
     };
-    let url = service.url();
-    println!("coordinator serve: workflow {} at revision {}", service.workflow, service.revision);
-    println!("  API: {url}/v1/runs   (health: {url}/healthz)");
+    tracing::info!(
+        workflow = %service.workflow,
+        revision = %service.revision,
+        url = %service.url(),
+        owner = service.engine.owner(),
+        grace_seconds = service.grace.as_secs(),
+        "serving"
+    );
     if mode == serve::Mode::RecoveryOnly {
-        println!(
-            "  RECOVERY-ONLY: nothing is admitted or dispatched and no timer fires; inspect, place the restore hold \
+        tracing::warn!(
+            "RECOVERY-ONLY: nothing is admitted or dispatched and no timer fires; inspect, place the restore hold \
              (POST /v1/restore-hold), reconcile or cancel, then start normally and release the hold"
         );
     }
     if unprotected {
-        println!(
-            "  warning: runtime.yaml's `access` has no tokens and no OIDC issuers: every call but /healthz, /v1/openapi.json and \
-             completion notifications is refused (401)"
+        tracing::warn!(
+            "runtime.yaml's `access` has no tokens and no OIDC issuers: every call but /healthz, /readyz, \
+             /v1/openapi.json and completion notifications is refused (401)"
         );
     }
-    tokio::select! {
-        () = service.serve_forever() => {}
-        _ = tokio::signal::ctrl_c() => println!("coordinator serve: stopping"),
-    }
-    ExitCode::SUCCESS
+    let first = tokio::select! {
+        () = service.serve_forever() => {
+            tracing::error!("the HTTP server stopped");
+            return ExitCode::from(3);
+        }
+        first = signals.next() => first,
+    };
+    drain_on(&mut signals, first, service.drain()).await
 }
 
-async fn run_migrate(runtime: &std::path::Path) -> ExitCode {
-    let config = match RuntimeConfig::read(runtime) {
-        Ok(c) => c,
-        Err(e) => return refuse(&ServeError::Deployment(e)),
-    };
+async fn run_migrate(config: RuntimeConfig) -> ExitCode {
     match serve::migrate(&config).await {
         Ok(()) => {
-            println!("coordinator migrate: the database of {} is up to date", runtime.display());
+            tracing::info!(runtime = %config.file.display(), "the database is up to date");
             ExitCode::SUCCESS
         }
         Err(e) => refuse(&e),
     }
 }
 
-/// Prints why the service cannot go on; exit code 1 (refused) or 3 (unavailable).
+/// Logs why the service cannot go on; exit code 1 (refused) or 3 (unavailable).
 fn refuse(error: &ServeError) -> ExitCode {
     if let ServeError::Deployment(DeploymentError::Refused { diagnostics, .. }) = error {
         for d in diagnostics {
-            let severity = if d.is_error() { "error" } else { "warning" };
-            eprintln!("{}:{}:{}: {severity}[{}]: {}", d.file, d.line, d.column, d.code.as_str(), d.message);
-            if !d.help.is_empty() {
-                eprintln!("  help: {}", d.help);
-            }
+            log_diagnostic(d);
         }
     }
-    eprintln!("error: {error}");
+    tracing::error!(error = %error, "cannot start");
     ExitCode::from(if error.is_unavailable() { 3 } else { 1 })
+}
+
+/// One diagnostic as a log line, compiler-style (`file:line:column: error[code]: message`).
+fn log_diagnostic(d: &Diagnostic) {
+    let help = (!d.help.is_empty()).then_some(d.help.as_str());
+    let at = format!("{}:{}:{}", d.file, d.line, d.column);
+    if d.is_error() {
+        tracing::error!(code = d.code.as_str(), help, "{at}: error[{}]: {}", d.code.as_str(), d.message);
+    } else {
+        tracing::warn!(code = d.code.as_str(), help, "{at}: warning[{}]: {}", d.code.as_str(), d.message);
+    }
 }

@@ -7,15 +7,20 @@
 //! committed (or, for an ignored or refused event, after nothing was written).
 //!
 //! **Invariant:** a label carries only a name from a closed vocabulary (event
-//! kind, classification, run state, admission result) — never a run id, an
-//! input, a command, a product response or any other payload.
+//! kind, classification, run state, admission result, attention reason) or
+//! one the deployment and its definitions fix (workflow, connection,
+//! operation) — never a run id, an input, a command, a product response or
+//! any other payload.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use coordinator_core::machine::action::Action;
 use coordinator_core::machine::event::{CallAnswer, Event};
 use coordinator_core::model::run::RunState;
+use coordinator_store::{AttentionCount, QueueHeads};
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
@@ -33,9 +38,24 @@ pub const RUNS_ENDED: &str = "coordinator_runs_ended_total";
 pub const DECISION_SECONDS: &str = "coordinator_decision_seconds";
 /// Gauge: runs in the database by state (`state`), read at scrape time.
 pub const RUNS: &str = "coordinator_runs";
+/// Gauge: runs in `attention`, by `workflow` and `reason` (`unknown-effect`, `restore-hold`), read at scrape time.
+pub const RUNS_ATTENTION: &str = "coordinator_runs_attention";
+/// Gauge: seconds since the oldest due and claimable outbox row became due (0: none), read at scrape time.
+pub const OLDEST_DUE_WORK: &str = "coordinator_oldest_due_work_seconds";
+/// Gauge: seconds since the oldest due and claimable timer became due (0: none), read at scrape time.
+pub const OLDEST_DUE_TIMER: &str = "coordinator_oldest_due_timer_seconds";
+/// Seconds one claim round took (one `claim_due` statement).
+pub const CLAIM_ROUND_SECONDS: &str = "coordinator_claim_round_seconds";
+/// Seconds a product request took, by `request` (`attempt`, `receipt`, `observation`),
+/// `connection`, `operation` and the classified `answer`.
+pub const PRODUCT_REQUEST_SECONDS: &str = "coordinator_product_request_seconds";
+/// Gauge: 1 while the process drains (stopping: admitting and claiming nothing), else 0.
+pub const DRAINING: &str = "coordinator_draining";
 
-/// Histogram buckets of [`DECISION_SECONDS`].
+/// Histogram buckets of [`DECISION_SECONDS`] and [`CLAIM_ROUND_SECONDS`].
 const DECISION_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+/// Histogram buckets of [`PRODUCT_REQUEST_SECONDS`] (up to a long request timeout).
+const REQUEST_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Decisions recorded between two upkeeps of the recorder (drains histogram samples
 /// even when nobody scrapes, so memory stays bounded).
 const UPKEEP_EVERY: u32 = 256;
@@ -94,6 +114,8 @@ pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
     since_upkeep: AtomicU32,
+    /// The (workflow, reason) pairs the attention gauge was ever set for, so a pair back to none reads 0.
+    attention_labels: Mutex<BTreeSet<(String, &'static str)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -115,10 +137,17 @@ impl Metrics {
         // Only an empty bucket list is refused, and this one is not empty.
         let builder = builder
             .set_buckets_for_metric(Matcher::Full(DECISION_SECONDS.to_owned()), &DECISION_BUCKETS)
+            .and_then(|b| b.set_buckets_for_metric(Matcher::Full(CLAIM_ROUND_SECONDS.to_owned()), &DECISION_BUCKETS))
+            .and_then(|b| b.set_buckets_for_metric(Matcher::Full(PRODUCT_REQUEST_SECONDS.to_owned()), &REQUEST_BUCKETS))
             .unwrap_or_else(|_| PrometheusBuilder::new());
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
-        let metrics = Metrics { recorder, handle, since_upkeep: AtomicU32::new(0) };
+        let metrics = Metrics {
+            recorder,
+            handle,
+            since_upkeep: AtomicU32::new(0),
+            attention_labels: Mutex::new(BTreeSet::new()),
+        };
         metrics.with(|| {
             describe_counter!(ADMISSIONS, "Admissions, by result (created, existing).");
             describe_counter!(EVENTS, "Events decided, by event kind and outcome (applied, ignored, refused).");
@@ -129,6 +158,11 @@ impl Metrics {
             );
             describe_counter!(RUNS_ENDED, "Runs that ended, by state.");
             describe_gauge!(RUNS, "Runs in the database, by state (read at scrape time).");
+            describe_gauge!(
+                DRAINING,
+                "1 while this process drains (stopping: admitting and claiming nothing), else 0."
+            );
+            gauge!(DRAINING).set(0.0);
             describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Decision and commit latency, by event kind.");
         });
         metrics
@@ -175,6 +209,64 @@ impl Metrics {
     /// The admission's first transition, recorded like an applied `admitted` event.
     pub fn admitted(&self, committed: Committed, elapsed: Duration) {
         self.decision(&Event::Admitted, Decided::Applied, Some(committed), elapsed);
+    }
+
+    /// Records one claim round's duration.
+    pub fn claim_round(&self, elapsed: Duration) {
+        self.with(|| histogram!(CLAIM_ROUND_SECONDS).record(elapsed.as_secs_f64()));
+    }
+
+    /// Records one product request: its kind, connection, operation (names
+    /// from the deployment and the definition) and classified answer.
+    pub fn product_request(
+        &self,
+        request: &'static str,
+        connection: &str,
+        operation: &str,
+        answer: &'static str,
+        elapsed: Duration,
+    ) {
+        let labels = [
+            ("request", request.to_owned()),
+            ("connection", connection.to_owned()),
+            ("operation", operation.to_owned()),
+            ("answer", answer.to_owned()),
+        ];
+        self.with(|| histogram!(PRODUCT_REQUEST_SECONDS, &labels).record(elapsed.as_secs_f64()));
+    }
+
+    /// Sets the attention gauge from the store's counts (pairs not among them read 0).
+    pub fn attention(&self, counts: &[AttentionCount]) {
+        let mut seen = self.attention_labels.lock().unwrap_or_else(PoisonError::into_inner);
+        for count in counts {
+            seen.insert((count.workflow.clone(), count.reason.as_str()));
+        }
+        self.with(|| {
+            for (workflow, reason) in seen.iter() {
+                let n = counts
+                    .iter()
+                    .find(|c| &c.workflow == workflow && c.reason.as_str() == *reason)
+                    .map_or(0, |c| c.runs);
+                let labels = [("workflow", workflow.clone()), ("reason", (*reason).to_owned())];
+                #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64; run counts stay far below 2^53")]
+                gauge!(RUNS_ATTENTION, &labels).set(n as f64);
+            }
+        });
+    }
+
+    /// Sets the queue-age gauges from the store's heads at `now` (ms).
+    pub fn queue_heads(&self, heads: QueueHeads, now: i64) {
+        #[allow(clippy::cast_precision_loss, reason = "ages in ms stay far below 2^53")]
+        let age = |due: Option<i64>| due.map_or(0.0, |due| now.saturating_sub(due).max(0) as f64 / 1000.0);
+        self.with(|| {
+            gauge!(OLDEST_DUE_WORK).set(age(heads.oldest_due_work));
+            gauge!(OLDEST_DUE_TIMER).set(age(heads.oldest_due_timer));
+        });
+    }
+
+    /// Sets the draining gauge.
+    pub fn draining(&self, draining: bool) {
+        self.with(|| gauge!(DRAINING).set(if draining { 1.0 } else { 0.0 }));
     }
 
     /// Sets the gauge of runs by state (read from the store at scrape time).

@@ -281,7 +281,9 @@ impl Issuer {
         *last = Some(Instant::now());
         match fetch(client, url).await {
             Ok(keys) => self.replace(keys),
-            Err(e) => eprintln!("coordinator: access.oidc issuer `{}`: the JWKS {url} {e}", self.issuer),
+            Err(e) => {
+                tracing::warn!(issuer = %self.issuer, jwks = %url, error = %e, "refreshing an OIDC issuer's JWKS failed")
+            }
         }
         self.current().get(kid).cloned()
     }

@@ -32,7 +32,7 @@ pub async fn run(engine: Arc<Engine>) {
         match engine.store().seal_audit(BATCH).await {
             Ok(sealed) if sealed >= u64::from(BATCH) => continue,
             Ok(_) => {}
-            Err(e) => eprintln!("coordinator sealer: sealing the audit journal failed: {e}"),
+            Err(e) => tracing::warn!(error = %e, "sealing the audit journal failed; trying again"),
         }
         tokio::time::sleep(INTERVAL).await;
     }

@@ -11,14 +11,16 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::Running;
+use crate::running::{Drained, Running};
 use coordinator_store::Store;
 use tokio::net::TcpListener;
 
 use crate::deployment::{Deployment, DeploymentError, RuntimeConfig};
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::telemetry::traces::{TelemetryError, Traces};
 
 /// Why the service cannot start or migrate.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +34,9 @@ pub enum ServeError {
     /// The database's schema is not this version's.
     #[error("the database is not migrated for this version ({0}); run `coordinator migrate --runtime FILE` first")]
     NotMigrated(String),
+    /// `telemetry` names an exporter that cannot be built.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
     /// The listener cannot be bound.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {
@@ -47,6 +52,7 @@ impl ServeError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             ServeError::Deployment(e) => e.is_unavailable(),
+            ServeError::Telemetry(_) => false,
             ServeError::Database(_) | ServeError::NotMigrated(_) | ServeError::Listen { .. } => true,
         }
     }
@@ -63,6 +69,8 @@ pub struct Service {
     pub workflow: String,
     /// The revision activated at start.
     pub revision: String,
+    /// How long a drain may take (`shutdownGraceSeconds`, by default the claim lease).
+    pub grace: Duration,
     running: Running,
 }
 
@@ -75,6 +83,13 @@ impl Service {
     /// Waits until the server task ends (only on failure or abort).
     pub async fn serve_forever(&mut self) {
         self.running.serve_forever().await;
+    }
+
+    /// Stops as a routine stop should (SIGTERM, SIGINT), within [`Service::grace`]:
+    /// nothing more is admitted or claimed, the product requests already sent
+    /// are answered and committed, unsent claims are given back, the journal is sealed.
+    pub async fn drain(&mut self) -> Drained {
+        self.running.drain(self.grace).await
     }
 }
 
@@ -139,7 +154,11 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         listener.local_addr().map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
     let engine = Engine::new(store, deployment.keyring, deployment.connections.clone(), deployment.settings)
         .with_event_secrets(deployment.event_secrets.clone());
-    let engine = Arc::new(engine.with_recovery_only(mode == Mode::RecoveryOnly));
+    let traces = match &deployment.config.runtime.telemetry {
+        Some(telemetry) => Traces::otlp(telemetry)?,
+        None => Traces::off(),
+    };
+    let engine = Arc::new(engine.with_recovery_only(mode == Mode::RecoveryOnly).with_traces(traces));
     if hold.is_some() {
         // A placement a crash interrupted is finished before any work is claimed.
         engine
@@ -160,6 +179,10 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         }),
     })?;
     let router = crate::api::app(Arc::clone(&engine), Arc::clone(&deployment.access));
+    let grace = match deployment.config.runtime.shutdown_grace_seconds {
+        Some(seconds) => Duration::from_secs(seconds),
+        None => crate::worker::WorkerOptions::for_engine(&engine).lease(),
+    };
     let running = Running::start("serve", listener, router, &engine);
-    Ok(Service { addr, engine, workflow: package.workflow.clone(), revision: package.revision.clone(), running })
+    Ok(Service { addr, engine, workflow: package.workflow.clone(), revision: package.revision.clone(), grace, running })
 }

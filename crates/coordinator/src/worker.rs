@@ -1,36 +1,33 @@
-//! The worker: claims due timers and outbox rows, does what each row asks
-//! (send an attempt, look up a receipt, observe a completion) through
-//! `ProductClient` with a fresh token each time, and reports the classified
-//! answer as an event under the claim's fence (`Engine::apply_claimed`, which
-//! uses `Store::apply_fenced`), so a worker whose lease was taken over cannot
-//! apply.
+//! The worker: claims due timers and outbox rows, fires each timer, and hands
+//! each outbox row to its own task (`perform`: the product request and its
+//! report under the claim's fence), so a worker whose lease was taken over
+//! cannot apply.
 //!
 //! It sleeps until the store's next due instant, until this process's engine
 //! wakes it after a commit, or until another process sharing the database
 //! commits new work (`Store::wakeups`, PostgreSQL `NOTIFY`), and polls at most
-//! every [`MAX_SLEEP`] as a fallback: no busy loop. Each claimed row is handled
-//! on its own task; the lease ([`WorkerOptions::lease_ms`], longer than a
-//! token request and a product request take at most) keeps other claims (of
-//! this or another process) away from it meanwhile.
+//! every [`MAX_SLEEP`] as a fallback: no busy loop. The lease
+//! ([`WorkerOptions::lease_ms`], longer than a token request and a product
+//! request take at most) keeps other claims (of this or another process)
+//! away from a claimed row meanwhile.
 //!
-//! Re-dispatch after a lost lease: a row whose earlier claim ran out without a
-//! report comes back `reclaimed`. An attempt of a mutation or evaluation is
-//! then NOT sent again: the earlier worker may have sent it and the product may
-//! have acted, so the worker reports the effect uncertain (SPEC §3: the run
-//! goes to `attention`, an operator settles it). Reads, receipt lookups and
-//! observations change nothing and are simply done again.
+//! Draining (`crate::drain`): the worker claims nothing more and waits for
+//! its tasks, each of which finishes a request it sent or gives its claim
+//! back, so a routine stop leaves no lease to run out and no effect uncertain.
+//! A claim round that claimed something is a span of its own; every round's
+//! duration is a metric.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use coordinator_core::machine::compiled::Workflow;
-use coordinator_core::machine::event::{CallAnswer, Event, Observation};
-use coordinator_core::machine::run::Run;
-use coordinator_core::model::catalog::Effect;
-use coordinator_core::model::workflow::Step;
+use coordinator_core::machine::event::Event;
 use coordinator_products::Connection;
-use coordinator_store::{Claim, ClaimLimits, ClaimedRun, Due, TimerItem, Wakeups, WorkItem, WorkKind, WorkScope};
+use coordinator_store::{Claim, ClaimLimits, Due, TimerItem, Wakeups, WorkScope};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
+use tokio::task::JoinSet;
 
+use crate::after::Note;
 use crate::committer::{self, Reports};
 use crate::engine::Engine;
 use crate::error::EngineError;
@@ -59,6 +56,11 @@ impl WorkerOptions {
     pub fn for_engine(engine: &Engine) -> WorkerOptions {
         WorkerOptions { lease_ms: lease_ms_for(engine.connections.values()) }
     }
+
+    /// The lease as a duration.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.lease_ms).unwrap_or(0))
+    }
 }
 
 /// The lease a claim needs with these connections, in ms: 2 × (connect +
@@ -81,7 +83,9 @@ pub async fn run(engine: Arc<Engine>) {
     run_with(engine, options).await;
 }
 
-/// Runs the worker with `options` until the task is dropped or aborted.
+/// Runs the worker with `options` until the task is dropped or aborted, or
+/// until the engine drains: then it claims nothing more and returns once every
+/// task it started has finished (an answer committed, or an unsent claim given back).
 pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
     let (reports, committer) = committer::start(Arc::clone(&engine));
     // The committer stops with the worker (this future dropped or aborted).
@@ -89,15 +93,18 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
     let mut wakeups = match engine.store.wakeups().await {
         Ok(wakeups) => wakeups,
         Err(e) => {
-            eprintln!("coordinator worker: not listening for other processes' work (polling instead): {e}");
+            tracing::warn!(error = %e, "not listening for other processes' work; polling instead");
             Wakeups::never()
         }
     };
-    loop {
-        let next = match claim_round(&engine, &reports, options).await {
+    // Dropping the set (the worker aborted) aborts the tasks in it.
+    let mut tasks = JoinSet::new();
+    while !engine.is_draining() {
+        while tasks.try_join_next().is_some() {}
+        let next = match claim_round(&engine, &reports, options, &mut tasks).await {
             Ok(next) => next,
             Err(e) => {
-                eprintln!("coordinator worker: claiming failed: {e}");
+                tracing::warn!(error = %e, "claiming due work failed; trying again");
                 None
             }
         };
@@ -112,9 +119,12 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
         tokio::select! {
             () = engine.wake.notified() => {}
             () = wakeups.next() => {}
+            () = engine.drain.begun() => {}
             () = tokio::time::sleep(sleep.min(MAX_SLEEP)) => {}
         }
     }
+    tracing::info!(tasks = tasks.len(), "worker draining: claiming nothing more");
+    while tasks.join_next().await.is_some() {}
 }
 
 /// The work this engine's worker takes: receipts only in recovery-only mode.
@@ -122,17 +132,29 @@ fn scope(engine: &Engine) -> WorkScope {
     if engine.recovery_only { WorkScope::ReceiptsOnly } else { WorkScope::All }
 }
 
-/// Claims due timers and work and starts a task for each; returns when work
-/// is next due after what it claimed (`None`: nothing is queued).
+/// Claims due timers and work and starts a task for each in `tasks`;
+/// returns when work is next due after what it claimed (`None`: nothing is queued).
 async fn claim_round(
     engine: &Arc<Engine>,
     reports: &Reports,
     options: WorkerOptions,
+    tasks: &mut JoinSet<()>,
 ) -> Result<Option<i64>, EngineError> {
     let limits = ClaimLimits { timers: TIMER_CLAIM_LIMIT, work: CLAIM_LIMIT };
+    let (started, clock) = (std::time::Instant::now(), SystemTime::now());
     // Recovery-only: no timer fires and nothing is dispatched; receipts are only read.
     let Due { timers, work, next } =
         engine.store.claim_due(scope(engine), engine.now(), &engine.owner, options.lease_ms, limits).await?;
+    engine.metrics().claim_round(started.elapsed());
+    if !timers.is_empty() || !work.is_empty() {
+        // Only rounds that claimed something are traced: an idle round says nothing.
+        let mut span = engine.traces.start_at("claim round", SpanKind::Internal, None, clock);
+        span.set([
+            KeyValue::new("coordinator.timers", i64::try_from(timers.len()).unwrap_or(i64::MAX)),
+            KeyValue::new("coordinator.work", i64::try_from(work.len()).unwrap_or(i64::MAX)),
+        ]);
+        span.end();
+    }
     // Timers first. One run's timers fire one after another in the store's order
     // (due time, then SPEC §3 precedence); different runs' fire concurrently. The
     // round waits for all of them, so a run's later timers are never claimed
@@ -144,7 +166,7 @@ async fn claim_round(
             None => by_run.push(vec![timer]),
         }
     }
-    let mut firing = tokio::task::JoinSet::new();
+    let mut firing = JoinSet::new();
     for group in by_run {
         let (engine, reports) = (Arc::clone(engine), reports.clone());
         firing.spawn(async move {
@@ -156,9 +178,9 @@ async fn claim_round(
     while firing.join_next().await.is_some() {}
     for (item, run) in work {
         let (engine, reports) = (Arc::clone(engine), reports.clone());
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let kind = item.kind.as_str();
-            let result = perform(&engine, &reports, item, run).await;
+            let result = crate::perform::perform(&engine, &reports, item, run).await;
             report(result, kind);
         });
     }
@@ -170,7 +192,7 @@ fn report(result: Result<(), EngineError>, what: &str) {
         // Applied (the engine woke the worker if it queued anything), or a stale
         // or unwanted report, acknowledged and ignored (its lease runs out).
         Ok(()) | Err(EngineError::Ignored(_)) => {}
-        Err(e) => eprintln!("coordinator worker: {what} not applied: {e}"),
+        Err(e) => tracing::warn!(work = what, error = %e, "a worker's report was not applied"),
     }
 }
 
@@ -178,85 +200,8 @@ fn report(result: Result<(), EngineError>, what: &str) {
 async fn fire(engine: &Engine, reports: &Reports, timer: TimerItem) -> Result<(), EngineError> {
     let wf = engine.workflow(&timer.revision).await?;
     let event = Event::TimerDue { timer: timer.timer.clone() };
-    reports.apply(Claim::Timer(timer), event, wf).await
-}
-
-/// Does what an outbox row asks and reports the answer (in the committer's next batch).
-async fn perform(engine: &Engine, reports: &Reports, item: WorkItem, run: ClaimedRun) -> Result<(), EngineError> {
-    let (event, wf) = answer(engine, &item, &run).await?;
-    reports.apply(Claim::Work(item), event, wf).await
-}
-
-/// Does what an outbox row asks, on the run as the claim read it: the event
-/// that reports the answer, and the run's workflow.
-async fn answer(engine: &Engine, item: &WorkItem, claimed: &ClaimedRun) -> Result<(Event, Arc<Workflow>), EngineError> {
-    let wf = engine.workflow(&claimed.revision).await?;
-    let run = engine.open(&item.run_id, &claimed.snapshot)?;
-    let event = match item.kind {
-        WorkKind::Attempt => attempt(engine, &wf, &run, item).await?,
-        WorkKind::Receipt => {
-            let (conn, _, _) = call_target(engine, &wf, &item.step)?;
-            let call = run.call(&item.step).ok_or_else(|| missing(item, "call"))?;
-            let answer = engine.products.receipt(conn, &call.command.idempotency_key).await;
-            Event::ReceiptAnswered { step: item.step.clone(), answer }
-        }
-        WorkKind::Observation => observe(engine, &wf, &run, item).await?,
-    };
-    Ok((event, wf))
-}
-
-async fn attempt(engine: &Engine, wf: &Workflow, run: &Run, item: &WorkItem) -> Result<Event, EngineError> {
-    let (conn, operation, effect) = call_target(engine, wf, &item.step)?;
-    let call = run.call(&item.step).ok_or_else(|| missing(item, "call"))?;
-    let attempt = u32::try_from(item.attempt).map_err(|_| missing(item, "attempt number"))?;
-    if item.reclaimed && !resendable(effect) {
-        eprintln!(
-            "coordinator worker: attempt {attempt} of step {} of run {} was claimed before and never reported; \
-             not sending it again, its effect is unknown",
-            item.step, item.run_id
-        );
-        return Ok(Event::CallAnswered { step: item.step.clone(), attempt, answer: CallAnswer::Uncertain });
-    }
-    let send_key = matches!(effect, Effect::Mutation | Effect::Evaluation);
-    let answer = engine.products.call(conn, &operation, &call.command, &run.id, attempt, send_key).await;
-    Ok(Event::CallAnswered { step: item.step.clone(), attempt, answer })
-}
-
-/// Whether an attempt an earlier worker may have sent can be sent again
-/// without guessing: only a read (repeating it changes nothing).
-fn resendable(effect: Effect) -> bool {
-    match effect {
-        Effect::Read => true,
-        Effect::Mutation | Effect::Evaluation | Effect::ProposalAction => false,
-    }
-}
-
-async fn observe(engine: &Engine, wf: &Workflow, run: &Run, item: &WorkItem) -> Result<Event, EngineError> {
-    let Some(Step::WaitFor(wait)) = wf.step(&item.step) else {
-        return Err(missing(item, "wait-for step"));
-    };
-    let record = run.wait(&item.step).ok_or_else(|| missing(item, "wait"))?;
-    let seq = u32::try_from(item.attempt).map_err(|_| missing(item, "observation number"))?;
-    let answer = match call_target(engine, wf, &wait.completion.step) {
-        Ok((conn, _, _)) => engine.products.observe(conn, &wait.completion.name, &record.reference).await,
-        Err(_) => Observation::Unavailable,
-    };
-    Ok(Event::CompletionObserved { step: item.step.clone(), seq, answer })
-}
-
-/// The connection, operation (`name/vN`, without the product) and effect of a call step.
-pub(crate) fn call_target<'a>(
-    engine: &'a Engine,
-    wf: &Workflow,
-    step: &str,
-) -> Result<(&'a Connection, String, Effect), EngineError> {
-    let (_, pinned) = wf.operation_of(step).ok_or_else(|| EngineError::Corrupt(format!("step {step} is no call")))?;
-    let conn = engine
-        .connections
-        .get(&pinned.connection)
-        .ok_or_else(|| EngineError::Corrupt(format!("no connection `{}` is configured", pinned.connection)))?;
-    let operation = pinned.operation.split_once('.').map_or(pinned.operation.as_str(), |(_, op)| op);
-    Ok((conn, operation.to_owned(), pinned.descriptor.effect))
+    let note = Note { trace_parent: timer.trace_parent.clone(), reason: None };
+    reports.apply(Claim::Timer(timer), event, wf, note).await
 }
 
 /// Aborts a task when dropped.
@@ -266,10 +211,6 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-fn missing(item: &WorkItem, what: &str) -> EngineError {
-    EngineError::Corrupt(format!("run {} has no {what} for step {} ({})", item.run_id, item.step, item.kind.as_str()))
 }
 
 #[cfg(test)]

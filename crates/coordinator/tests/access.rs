@@ -240,6 +240,7 @@ async fn run_of(stack: &Stack, owner: &str) -> String {
         input: sample_input(),
         idempotency_key: None,
         run_id: None,
+        trace_parent: None,
     };
     stack.service.engine.admit(request, owner).await.unwrap_or_else(|e| panic!("admit for {owner}: {e}")).run_id
 }

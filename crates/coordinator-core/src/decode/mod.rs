@@ -181,6 +181,26 @@ impl<'f> Decoder<'f> {
         }
     }
 
+    /// Any number, whole or not (YAML `1` and `1.0` alike), for the caller to
+    /// check the range of.
+    pub fn float(&mut self, node: &Node, what: &str) -> Option<f64> {
+        let value = match &node.value {
+            NodeValue::Number(n) => n.as_f64(),
+            _ => None,
+        };
+        match value {
+            Some(v) => Some(v),
+            None => {
+                self.invalid(
+                    node.span,
+                    format!("{what} must be a number, found {}", node.kind()),
+                    "write a number without quotes, such as 0.5",
+                );
+                None
+            }
+        }
+    }
+
     /// A boolean.
     pub fn boolean(&mut self, node: &Node, what: &str) -> Option<bool> {
         match &node.value {

@@ -3,7 +3,8 @@
 //! Checks the shape of one deployment's configuration: known and required
 //! fields, types, the listen address, the package digest, URLs (http or https,
 //! never with credentials in them), that the active payload key is one of the
-//! keys, roles and names. Every secret must be a reference (`env:NAME` or
+//! keys, roles and names, and the `logging` and `telemetry` sections
+//! ([`observability`]). Every secret must be a reference (`env:NAME` or
 //! `file:PATH`); a literal is refused with a message that never repeats it, and
 //! [`redact`] masks it in the text shown in excerpts. Does not check the file
 //! against a project (`check::runtime`) and never resolves a reference.
@@ -20,6 +21,7 @@ use crate::yaml::{Key, Node, NodeValue};
 
 use super::{Decoder, optional};
 
+mod observability;
 mod redact;
 
 pub use redact::redact;
@@ -33,7 +35,10 @@ const TOP: &[&str] = &[
     "package",
     "connections",
     "observeFloorSeconds",
+    "shutdownGraceSeconds",
     "access",
+    "logging",
+    "telemetry",
 ];
 const TOP_REQUIRED: &[&str] =
     &["apiVersion", "kind", "database", "payloadKeys", "listen", "package", "connections", "access"];
@@ -68,7 +73,10 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
     let package = f.get("package").and_then(|n| package(d, n, f.key_span("package")));
     let connections = f.get("connections").and_then(|n| d.map_of(n, "connection", true, connection));
     let observe_floor_seconds = optional(f.get("observeFloorSeconds"), |n| d.uint(n, "observeFloorSeconds", 1));
+    let shutdown_grace_seconds = optional(f.get("shutdownGraceSeconds"), |n| d.uint(n, "shutdownGraceSeconds", 1));
     let access = f.get("access").and_then(|n| access(d, n, f.key_span("access")));
+    let logging = optional(f.get("logging"), |n| observability::logging(d, n, f.key_span("logging")));
+    let telemetry = optional(f.get("telemetry"), |n| observability::telemetry(d, n, f.key_span("telemetry")));
     Some(RuntimeFile {
         api_version: api_version?,
         kind: kind?,
@@ -78,7 +86,10 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
         package: package?,
         connections: connections?,
         observe_floor_seconds: observe_floor_seconds?,
+        shutdown_grace_seconds: shutdown_grace_seconds?,
         access: access?,
+        logging: logging?,
+        telemetry: telemetry?,
     })
 }
 
@@ -256,17 +267,24 @@ fn product(d: &mut Decoder<'_>, node: &Node) -> Option<String> {
     Some(name)
 }
 
-/// An `http://` or `https://` URL with a host and no credentials. The message
-/// never repeats the URL: a wrong one may carry a password.
+/// An `http://` or `https://` URL of a product or identity provider (see [`url_with`]).
 fn url(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
+    url_with(
+        d,
+        node,
+        what,
+        "write an http:// or https:// URL such as `https://casework.internal.example`; \
+         credentials belong in `authorization`, as references",
+    )
+}
+
+/// An `http://` or `https://` URL with a host and no credentials; `help` says
+/// what to write instead. The message never repeats the URL: a wrong one may
+/// carry a password.
+fn url_with(d: &mut Decoder<'_>, node: &Node, what: &str, help: &str) -> Option<String> {
     let text = d.string(node, what)?;
     if let Err(why) = check_url(&text, &["http://", "https://"]) {
-        d.invalid(
-            node.span,
-            format!("{what} {why}"),
-            "write an http:// or https:// URL such as `https://casework.internal.example`; \
-             credentials belong in `authorization`, as references",
-        );
+        d.invalid(node.span, format!("{what} {why}"), help);
         return None;
     }
     Some(text)

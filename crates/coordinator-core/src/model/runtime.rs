@@ -1,6 +1,6 @@
 //! `runtime.yaml`: how one deployment of the service is wired — database,
-//! payload keys, listen address, pinned package, product connections and access
-//! (SPEC §4, §7).
+//! payload keys, listen address, pinned package, product connections, access,
+//! shutdown, logging and telemetry (SPEC §4, §7).
 //!
 //! Plain data only. Secrets are never values in this file: every credential,
 //! key and database URL is a [`SecretRef`] (`env:NAME` or `file:PATH`) that the
@@ -15,6 +15,12 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::ApiVersion;
+
+mod logging;
+mod telemetry;
+
+pub use logging::{LogFilter, LogFilterError, LogFormat, Logging};
+pub use telemetry::{NotASampleRatio, Otlp, OtlpProtocol, SampleRatio, Telemetry};
 
 /// `kind: Runtime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -49,8 +55,22 @@ pub struct RuntimeFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub observe_floor_seconds: Option<u64>,
+    /// How long a stopping service (SIGTERM or SIGINT) waits, in seconds, for
+    /// the product requests it has already sent to be answered and their
+    /// answers committed before it exits. Without it: long enough for the
+    /// slowest connection's token request and call plus a margin (the same as
+    /// the claim lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub shutdown_grace_seconds: Option<u64>,
     /// Who may call the API, and with which roles.
     pub access: Access,
+    /// Which log lines the service writes, and how; without it, `info` lines, `human`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logging: Option<Logging>,
+    /// Where traces are exported (OTLP); without it, none are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Telemetry>,
 }
 
 /// A reference to a secret: `env:NAME` (an environment variable) or `file:PATH`

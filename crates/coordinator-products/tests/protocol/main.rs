@@ -7,3 +7,4 @@ mod lookups;
 mod secrets;
 mod support;
 mod token;
+mod trace;

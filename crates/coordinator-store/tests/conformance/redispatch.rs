@@ -4,7 +4,7 @@
 //! attempt) or finished. A released claim did not act and does not count.
 
 use coordinator_core::machine::event::{CallAnswer, Event};
-use coordinator_store::{Claim, Store, WorkItem, WorkKind};
+use coordinator_store::{Claim, RunMeta, Store, WorkItem, WorkKind, WorkScope};
 
 use super::support::{T0, TestDb, admit, deciding, raw, run_id, workflow};
 use super::{LEASE_MS, accepted_read, ok};
@@ -91,9 +91,13 @@ pub(crate) async fn an_upgrade_counts_claims_taken_before_it(db: &TestDb) {
     .await;
     ok(db.migrate().await, "upgrade");
     ok(db.migrate().await, "upgrade again");
-    let claimed = ok(db.claim_work(T0 + 10, "new", LEASE_MS, 10).await, "claim");
-    let flags: Vec<_> = claimed.iter().map(|w| (w.step.as_str(), w.reclaimed)).collect();
-    assert_eq!(flags, vec![("a", true), ("b", false)]);
-    assert!(ok(db.load(&id).await, "load").is_some(), "the run survives the upgrade");
+    let claimed = ok(db.claim_work_with_runs(WorkScope::All, T0 + 10, "new", LEASE_MS, 10).await, "claim");
+    let flags: Vec<_> =
+        claimed.iter().map(|(w, run)| (w.step.as_str(), w.reclaimed, run.trace_parent.clone())).collect();
+    assert_eq!(flags, vec![("a", true, None), ("b", false, None)], "runs from before 0010 have no trace parent");
+    let row = ok(db.load(&id).await, "load");
+    assert!(row.is_some_and(|r| r.trace_parent.is_none()), "the run survives the upgrade, with no trace parent");
+    let meta = ok(db.run_meta(&id).await, "run meta");
+    assert_eq!(meta, Some(RunMeta { revision: "r".into(), trace_parent: None }));
     assert_eq!(ok(db.waiting_on("any").await, "waits"), vec![], "the wait index exists");
 }

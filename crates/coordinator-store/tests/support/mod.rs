@@ -181,6 +181,7 @@ pub fn new_run(wf: &Workflow, id: &str, owner: &str, key: Option<&str>, admitted
         idempotency_key: key.map(str::to_owned),
         input_digest: "sha256:input-1".to_owned(),
         admitted_at,
+        trace_parent: None,
     }
 }
 

@@ -16,6 +16,7 @@ use axum::http::{StatusCode, header};
 use coordinator_core::model::runtime::Role;
 use coordinator_store::RunRow;
 
+use super::request_log::SubjectSlot;
 use super::{ApiError, ApiState};
 use crate::access::{Principal, RunAccess};
 use crate::engine::Engine;
@@ -54,12 +55,16 @@ impl FromRequestParts<ApiState> for Caller {
         let Some(token) = token else {
             return Err(unauthenticated("the Authorization header must be `Bearer <token>`", CHALLENGE_INVALID));
         };
-        state
+        let caller = state
             .access
             .authenticate_bearer(token)
             .await
             .map(Caller)
-            .map_err(|e| unauthenticated(&e.to_string(), CHALLENGE_INVALID))
+            .map_err(|e| unauthenticated(&e.to_string(), CHALLENGE_INVALID))?;
+        if let Some(slot) = parts.extensions.get::<SubjectSlot>() {
+            slot.set(caller.subject());
+        }
+        Ok(caller)
     }
 }
 

@@ -18,6 +18,8 @@ use coordinator_core::machine::trigger::TriggerError;
 use serde_json::json;
 
 use super::{ApiError, Route, Verb};
+use coordinator_products::Traceparent;
+
 use crate::engine::Engine;
 use crate::events::EventError;
 use crate::signature::HEADER;
@@ -49,7 +51,8 @@ async fn receive(
     })?;
     // A header that is not visible ASCII is treated as malformed by `signature`.
     let header = headers.get(HEADER).map(|v| v.to_str().unwrap_or("\u{0}"));
-    let admitted = engine.admit_event(&workflow, &trigger, header, &body).await.map_err(refusal)?;
+    let trace_parent = headers.get(Traceparent::HEADER).and_then(|v| v.to_str().ok());
+    let admitted = engine.admit_event(&workflow, &trigger, header, &body, trace_parent).await.map_err(refusal)?;
     let status = if admitted.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(json!({"runId": admitted.run_id, "state": admitted.state.as_str()}))).into_response())
 }

@@ -12,7 +12,7 @@
 //! journal), `openapi`, `auth` (the
 //! authenticated caller as an extractor, and role checks on a run).
 //!
-//! Every route but `/healthz`, `/v1/openapi.json`,
+//! Every route but `/healthz`, `/readyz`, `/v1/openapi.json`,
 //! `POST /v1/completions/{connection}` and `POST /v1/events/{workflow}/{trigger}`
 //! (`events`: authenticated by the body's HMAC signature) needs a bearer token
 //! (`401 auth.unauthenticated` with `WWW-Authenticate: Bearer`) and the role
@@ -26,6 +26,7 @@ mod inspection;
 mod openapi;
 mod operator;
 mod packages;
+mod request_log;
 mod runs;
 
 use std::sync::Arc;
@@ -114,6 +115,7 @@ where
 fn table() -> Vec<Route> {
     vec![
         route(Verb::Get, "/healthz", health),
+        route(Verb::Get, "/readyz", ready),
         route(Verb::Get, "/metrics", metrics),
         route(Verb::Get, "/v1/openapi.json", openapi::document),
         route(Verb::Post, "/v1/runs", runs::admit),
@@ -139,11 +141,14 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The API router over an engine, authenticating and authorizing callers by `access`.
+/// Every request is logged and traced (`request_log`).
 pub fn app(engine: Arc<Engine>, access: Arc<Access>) -> Router {
+    let state = ApiState { engine, access };
     table()
         .into_iter()
         .fold(Router::new(), |router, (endpoint, handler)| router.route(endpoint.path, handler))
-        .with_state(ApiState { engine, access })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), request_log::log))
+        .with_state(state)
 }
 
 /// An API error: status, stable code, message.
@@ -154,11 +159,16 @@ pub struct ApiError {
     message: String,
     pointers: Option<Vec<String>>,
     challenge: Option<&'static str>,
+    retry_after: Option<u32>,
 }
+
+/// The `Retry-After` of an admission refused while draining: by then another
+/// process of the deployment (or this one, restarted) is ready.
+const DRAINING_RETRY_AFTER_SECONDS: u32 = 2;
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), pointers: None, challenge: None }
+        ApiError { status, code, message: message.into(), pointers: None, challenge: None, retry_after: None }
     }
 
     /// `403 auth.forbidden`: the caller lacks `role` for `workflow` (or, without one, for any workflow).
@@ -195,10 +205,14 @@ impl From<EngineError> for ApiError {
             EngineError::RecoveryOnly => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "service.recovery-only", e.to_string())
             }
+            EngineError::Draining => ApiError {
+                retry_after: Some(DRAINING_RETRY_AFTER_SECONDS),
+                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "service.draining", e.to_string())
+            },
             EngineError::RestoreHoldPlaced => ApiError::new(StatusCode::CONFLICT, "restore-hold.placed", e.to_string()),
             EngineError::RunIdTaken => ApiError::new(StatusCode::CONFLICT, "run-id.taken", e.to_string()),
             other => {
-                eprintln!("coordinator api: {other}");
+                tracing::error!(error = %other, "a request could not be completed");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the request could not be completed")
             }
         }
@@ -215,6 +229,9 @@ impl IntoResponse for ApiError {
         if let Some(challenge) = self.challenge {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static(challenge));
         }
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
         response
     }
 }
@@ -223,14 +240,35 @@ async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// How long readiness waits for the database's answer.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Readiness (not liveness): `200 {"status": "ready"}`, else `503` with
+/// `status` `draining` (the process is stopping) or `database-unreachable`
+/// (no answer to a round trip within [`READY_TIMEOUT`]).
+async fn ready(State(engine): State<Arc<Engine>>) -> Response {
+    let unready = |status: &str| (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": status}))).into_response();
+    if engine.is_draining() {
+        return unready("draining");
+    }
+    match tokio::time::timeout(READY_TIMEOUT, engine.store().ping()).await {
+        Ok(Ok(())) => Json(json!({"status": "ready"})).into_response(),
+        Ok(Err(_)) | Err(_) => unready("database-unreachable"),
+    }
+}
+
 /// The engine's metrics in the Prometheus text format (version 0.0.4), for
 /// a caller that operates at least one workflow.
 async fn metrics(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Response, ApiError> {
     if !caller.holds_somewhere(Role::Operate) {
         return Err(ApiError::forbidden(Role::Operate, None));
     }
-    let counts = engine.store().runs_by_state().await.map_err(EngineError::from)?;
+    let store = engine.store();
+    let counts = store.runs_by_state().await.map_err(EngineError::from)?;
     engine.metrics().runs_by_state(&counts);
+    engine.metrics().attention(&store.attention_by_reason().await.map_err(EngineError::from)?);
+    let now = engine.now();
+    engine.metrics().queue_heads(store.queue_heads(now).await.map_err(EngineError::from)?, now);
     let text = engine.metrics().render();
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
@@ -251,7 +289,7 @@ async fn completion(
     if let Some(Json(body)) = body {
         tokio::spawn(async move {
             if let Err(e) = crate::completions::nudge(&engine, &connection, &body.reference).await {
-                eprintln!("coordinator api: completion notification not applied: {e}");
+                tracing::warn!(connection = %connection, error = %e, "a completion notification was not applied");
             }
         });
     }

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use coordinator_core::model::run::RunState;
 use coordinator_core::model::runtime::Role;
+use coordinator_products::Traceparent;
 use coordinator_store::{Cursor, RunFilter, RunRow};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -38,6 +39,7 @@ pub(super) struct AdmitBody {
 pub(super) async fn admit(
     caller: Caller,
     State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
     body: Result<Json<AdmitBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     // The body's own error text could quote the input: answer with a fixed message.
@@ -52,6 +54,7 @@ pub(super) async fn admit(
         input: body.input,
         idempotency_key: body.idempotency_key,
         run_id: body.run_id,
+        trace_parent: headers.get(Traceparent::HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned),
     };
     let admitted = engine.admit(request, caller.subject()).await?;
     let status = if admitted.created { StatusCode::CREATED } else { StatusCode::OK };

@@ -1,0 +1,150 @@
+//! The tasks of a running service (`serve`, `dev`): the HTTP server and the
+//! engine's background tasks — the worker, the audit journal's sealer and the
+//! janitor (the last two return at once in recovery-only mode, which writes
+//! nothing on its own) — and the order in which they stop.
+//!
+//! [`Running::drain`] is a routine stop (SIGTERM, SIGINT): draining begins
+//! (`crate::drain`), the worker finishes the product requests it sent and
+//! gives back the claims it had not acted on, then the HTTP server stops
+//! accepting and finishes the requests in progress, then the journal is sealed
+//! to its end. All of it is bounded by the grace period; what is still in
+//! flight when it runs out is left as a crash would leave it (a lease that
+//! runs out makes a sent mutation uncertain). Dropping a `Running` aborts
+//! every task at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout_at};
+
+use crate::engine::Engine;
+use crate::{janitor, sealer, worker};
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Everything in flight was answered and committed, every unsent claim given back.
+    Clean,
+    /// The grace period ran out with this many product requests still unanswered.
+    GraceExpired {
+        /// Product requests sent and not answered.
+        in_flight: usize,
+    },
+}
+
+/// The tasks of a running service. Dropping it stops them all at once.
+pub(crate) struct Running {
+    engine: Arc<Engine>,
+    server: JoinHandle<()>,
+    stop_server: Option<oneshot::Sender<()>>,
+    worker: JoinHandle<()>,
+    sealer: JoinHandle<()>,
+    janitor: JoinHandle<()>,
+}
+
+impl Running {
+    /// Serves `router` on `listener` (`who` names the command in its log
+    /// lines) and starts `engine`'s background tasks.
+    pub(crate) fn start(
+        who: &'static str,
+        listener: tokio::net::TcpListener,
+        router: axum::Router,
+        engine: &Arc<Engine>,
+    ) -> Running {
+        let (stop_server, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let serving = axum::serve(listener, router).with_graceful_shutdown(async {
+                // A dropped sender stops the server as well.
+                let _ = stopped.await;
+            });
+            if let Err(e) = serving.await {
+                tracing::error!(command = who, error = %e, "the HTTP server stopped");
+            }
+        });
+        Running {
+            engine: Arc::clone(engine),
+            server,
+            stop_server: Some(stop_server),
+            worker: tokio::spawn(worker::run(Arc::clone(engine))),
+            sealer: tokio::spawn(sealer::run(Arc::clone(engine))),
+            janitor: tokio::spawn(janitor::run(Arc::clone(engine))),
+        }
+    }
+
+    /// Waits until the server ends (only on failure, abort or after a drain).
+    pub(crate) async fn serve_forever(&mut self) {
+        let _ = (&mut self.server).await;
+    }
+
+    /// Stops as a routine stop should, within `grace` (see the module docs).
+    pub(crate) async fn drain(&mut self, grace: Duration) -> Drained {
+        let deadline = Instant::now() + grace;
+        let engine = Arc::clone(&self.engine);
+        engine.drain.begin();
+        engine.metrics().draining(true);
+        // Counted after `begin`: a request counted later is not sent (see `worker::sending`).
+        tracing::info!(
+            in_flight = engine.drain.in_flight(),
+            grace_seconds = grace.as_secs(),
+            "draining: admitting and claiming nothing more; waiting for the product requests already sent"
+        );
+        if timeout_at(deadline, &mut self.worker).await.is_err() {
+            return self.expired();
+        }
+        tracing::info!("draining: every product request sent was answered and committed; unsent claims given back");
+        if let Some(stop) = self.stop_server.take() {
+            let _ = stop.send(());
+        }
+        if timeout_at(deadline, &mut self.server).await.is_err() {
+            return self.expired();
+        }
+        self.janitor.abort();
+        self.sealer.abort();
+        if !engine.is_recovery_only() && timeout_at(deadline, seal_to_end(&engine)).await.is_err() {
+            return self.expired();
+        }
+        // The last spans (this drain's decisions among them) go out before the process does.
+        let exporting = Arc::clone(&engine);
+        let flushed = tokio::task::spawn_blocking(move || exporting.traces().shutdown());
+        if timeout_at(deadline, flushed).await.is_err() {
+            tracing::warn!("draining: the last spans were not exported within the grace period");
+        }
+        tracing::info!("drained");
+        Drained::Clean
+    }
+
+    fn expired(&self) -> Drained {
+        let in_flight = self.engine.drain.in_flight();
+        tracing::warn!(
+            in_flight,
+            "the grace period ran out before the drain finished: product requests still unanswered become \
+             uncertain once their leases run out, as after a crash (raise shutdownGraceSeconds)"
+        );
+        Drained::GraceExpired { in_flight }
+    }
+}
+
+/// Seals every pending audit entry (the worker's last commits wrote some).
+async fn seal_to_end(engine: &Engine) {
+    loop {
+        match engine.store().seal_audit(sealer::BATCH).await {
+            Ok(sealed) if sealed >= u64::from(sealer::BATCH) => {}
+            Ok(_) => return,
+            Err(e) => {
+                // Pending entries stay pending; the next process (or a read) seals them.
+                tracing::warn!(error = %e, "draining: sealing the audit journal failed; pending entries are sealed later");
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for task in [&self.server, &self.worker, &self.sealer, &self.janitor] {
+            task.abort();
+        }
+    }
+}

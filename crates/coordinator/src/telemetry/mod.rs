@@ -1,0 +1,8 @@
+//! What the service tells operators about itself: `logging` (the one
+//! `tracing` subscriber, human or JSON lines), `transitions` (the
+//! after-commit lines of a run's transitions) and `traces` (OpenTelemetry
+//! spans over OTLP, one trace per run).
+
+pub mod logging;
+pub mod traces;
+pub(crate) mod transitions;

@@ -1,0 +1,398 @@
+//! A routine stop creates no operator work (SPEC §7): SIGTERM drains a
+//! `coordinator serve` process — nothing more admitted or claimed, every
+//! product request already sent answered and committed, every claim not yet
+//! acted on given back — and it exits 0. SIGKILL in the same place is a crash:
+//! the mutations in flight become uncertain and their runs need an operator.
+//! The two PostgreSQL tests differ only in the signal, so together they show
+//! the difference. Products answer slowly (every operation ~2 s, a `timeout`
+//! fault shorter than the request timeout), so many requests are in flight
+//! when the signal lands; the simulators count the answers they hold back, so
+//! the signal is sent while mutations are provably in flight.
+//!
+//! The in-process test checks what a caller sees during the drain:
+//! `/readyz` 503 `draining`, admissions `503 service.draining` with
+//! `Retry-After`, `/healthz` still 200, and the request in flight committed.
+
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/deploy.rs"]
+mod deploy;
+#[path = "support/pg.rs"]
+mod pg;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/stack.rs"]
+mod stack;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use coordinator::Drained;
+use coordinator_sim::SimConfig;
+use coordinator_sim::casework::CaseworkConfig;
+use deploy::{DeploymentSpec, SimServer, eager_reviewed_notice, free_ports, sim_server};
+use serde_json::{Value, json};
+use stack::{Stack, StackOptions};
+use support::{authorized_client, on_runtime, sample_input};
+
+/// Runs admitted before the signal.
+const RUNS: usize = 200;
+/// How long every product operation takes to answer, seconds.
+const SLOW_SECONDS: f64 = 2.0;
+/// Mutations whose answers must be held back when the signal is sent.
+const MUTATIONS_IN_FLIGHT: usize = 20;
+/// The failure guard of every wait (never a speed claim).
+const GUARD: Duration = Duration::from_secs(300);
+
+/// A `coordinator serve` child, killed when dropped.
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Serve {
+    fn spawn(runtime: &Path, log: &Path) -> Serve {
+        let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("log: {e}"));
+        let err = out.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+        let child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .args(["serve", "--log-format", "json", "--runtime"])
+            .arg(runtime)
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"));
+        Serve(child)
+    }
+
+    fn signal(&self, name: &str) {
+        let sent = Command::new("kill").args([&format!("-{name}"), &self.0.id().to_string()]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name}");
+    }
+
+    /// Waits (polling, no busy loop) until the process exits.
+    async fn exited(&mut self) -> ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return status;
+            }
+            assert!(started.elapsed() < GUARD, "coordinator serve did not exit");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Two `coordinator serve` processes on one PostgreSQL database, slow products, 200 runs admitted.
+struct Pair {
+    db: pg::PgDatabase,
+    sims: SimServer,
+    dir: tempfile::TempDir,
+    urls: Vec<String>,
+    logs: Vec<PathBuf>,
+    first: Serve,
+    _second: Serve,
+    client: reqwest::Client,
+}
+
+impl Pair {
+    async fn start() -> Pair {
+        let db = pg::database().await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let ports = free_ports::<2>();
+        // Decisions are announced to the second process, which outlives the first.
+        let sims = sim_server(SimConfig {
+            casework: CaseworkConfig {
+                auto_decide_after: Some(Duration::from_millis(100)),
+                notify_url: Some(format!("http://127.0.0.1:{}/v1/completions/casework", ports[1])),
+                ..CaseworkConfig::default()
+            },
+            ..SimConfig::default()
+        })
+        .await;
+        slow_down(&sims).await;
+        let project = eager_reviewed_notice(dir.path());
+        let mut runtimes = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let place = dir.path().join(format!("p{i}"));
+            std::fs::create_dir_all(&place).unwrap_or_else(|e| panic!("{e}"));
+            let mut spec = DeploymentSpec::new(&db.url, &sims.base);
+            spec.listen = format!("127.0.0.1:{port}");
+            spec.project = project.clone();
+            runtimes.push(spec.write(&place));
+        }
+        let migrated = Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .args(["migrate", "--runtime"])
+            .arg(&runtimes[0])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+        let logs: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("p{i}.log"))).collect();
+        let first = Serve::spawn(&runtimes[0], &logs[0]);
+        let second = Serve::spawn(&runtimes[1], &logs[1]);
+        let urls: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+        let client = authorized_client(Duration::from_secs(30));
+        for (url, log) in urls.iter().zip(&logs) {
+            assert!(ready(&client, url).await, "{url} did not become ready:\n{}", read(log));
+        }
+        let pair = Pair { db, sims, dir, urls, logs, first, _second: second, client };
+        pair.admit_all(&project).await;
+        pair
+    }
+
+    /// Admits [`RUNS`] runs through the first process.
+    async fn admit_all(&self, project: &Path) {
+        let (bytes, _) = deploy::package_of(project);
+        let revision =
+            coordinator_core::package::read(&bytes, None).unwrap_or_else(|e| panic!("{e}")).manifest.revision;
+        let mut admissions = tokio::task::JoinSet::new();
+        for i in 0..RUNS {
+            let (client, url, revision) = (self.client.clone(), self.urls[0].clone(), revision.clone());
+            admissions.spawn(async move {
+                let body = json!({"workflow": "reviewed-notice", "revision": revision, "idempotencyKey": format!("drain-{i}"), "input": sample_input()});
+                let r = client.post(format!("{url}/v1/runs")).json(&body).send().await;
+                r.map(|r| r.status().as_u16()).unwrap_or_else(|e| panic!("admission {i}: {e}"))
+            });
+        }
+        while let Some(status) = admissions.join_next().await {
+            assert_eq!(status.unwrap_or_else(|e| panic!("{e}")), 201);
+        }
+    }
+
+    /// Waits until at least [`MUTATIONS_IN_FLIGHT`] mutations were performed and their answers are held back.
+    async fn mutations_in_flight(&self) {
+        let started = Instant::now();
+        let held = || self.sims.sims.casework.answers_held() + self.sims.sims.messaging.answers_held();
+        while held() < MUTATIONS_IN_FLIGHT {
+            assert!(started.elapsed() < GUARD, "mutations never got in flight:\n{}", read(&self.logs[0]));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The first process's lease owner id, from its `serving` log line.
+    fn first_owner(&self) -> String {
+        json_lines(&self.logs[0])
+            .iter()
+            .find(|l| l["message"] == "serving")
+            .and_then(|l| l["owner"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no serving line:\n{}", read(&self.logs[0])))
+    }
+
+    /// Rows (outbox and timers) whose lease `owner` still holds.
+    async fn leased_by(&self, owner: &str) -> i64 {
+        let pool = sqlx::PgPool::connect(&self.db.url).await.unwrap_or_else(|e| panic!("{e}"));
+        let (n,): (i64,) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM outbox WHERE lease_owner = $1) + (SELECT count(*) FROM timers WHERE lease_owner = $1)",
+        )
+        .bind(owner)
+        .fetch_one(&pool)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        pool.close().await;
+        n
+    }
+
+    /// Runs by state, counted through the second process's list API.
+    async fn states(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut states = std::collections::BTreeMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut url = format!("{}/v1/runs?limit=500", self.urls[1]);
+            if let Some(c) = &cursor {
+                url.push_str(&format!("&cursor={c}"));
+            }
+            let page: Value = match self.client.get(url).send().await {
+                Ok(r) => r.json().await.unwrap_or(Value::Null),
+                Err(e) => panic!("listing runs: {e}"),
+            };
+            for run in page["runs"].as_array().into_iter().flatten() {
+                *states.entry(run["state"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
+            }
+            match page["next"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return states,
+            }
+        }
+    }
+
+    /// Waits until no run is `running` or `cancel-requested`; returns the states.
+    async fn settled(&self) -> std::collections::BTreeMap<String, usize> {
+        let started = Instant::now();
+        loop {
+            let states = self.states().await;
+            let moving =
+                states.get("running").copied().unwrap_or(0) + states.get("cancel-requested").copied().unwrap_or(0);
+            if moving == 0 && states.values().sum::<usize>() == RUNS {
+                return states;
+            }
+            assert!(started.elapsed() < GUARD, "runs still moving: {states:?}\n{}", read(&self.logs[1]));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Every mutation key reached its product once and acted once; the registry was read once per run.
+    fn one_effect_per_key(&self) {
+        for (product, effects) in
+            [("casework", self.sims.sims.casework.effects()), ("messaging", self.sims.sims.messaging.effects())]
+        {
+            let keyed: Vec<_> = effects.iter().filter(|e| e.idempotency_key.is_some()).collect();
+            assert_eq!(keyed.len(), RUNS, "{product}: one key per run");
+            let twice: Vec<_> = keyed.iter().filter(|e| e.effects != 1).collect();
+            assert!(twice.is_empty(), "{product}: acted more than once: {twice:?}");
+        }
+    }
+}
+
+/// Every operation of the flagship answers after [`SLOW_SECONDS`] (its effect happens at once).
+async fn slow_down(sims: &SimServer) {
+    for (product, operation) in
+        [("breg", "read-record/v1"), ("casework", "submit-review-request/v1"), ("messaging", "submit-message/v1")]
+    {
+        let fault = json!({"operation": operation, "fault": "timeout", "delaySeconds": SLOW_SECONDS, "count": 100_000});
+        let (status, body) = support::post(&format!("{}/sim/{product}/v1/faults", sims.base), &fault).await;
+        assert_eq!(status, 200, "{body}");
+    }
+}
+
+async fn ready(client: &reqwest::Client, url: &str) -> bool {
+    for _ in 0..600 {
+        if let Ok(r) = client.get(format!("{url}/readyz")).send().await
+            && r.status().is_success()
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn json_lines(path: &Path) -> Vec<Value> {
+    read(path).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+#[test]
+fn sigterm_drains_the_requests_in_flight_and_hands_no_run_to_an_operator() {
+    on_runtime(async {
+        let mut pair = Pair::start().await;
+        pair.mutations_in_flight().await;
+        pair.first.signal("TERM");
+        let status = pair.first.exited().await;
+        let log = read(&pair.logs[0]);
+        assert_eq!(status.code(), Some(0), "a drained process exits 0:\n{log}");
+        let lines = json_lines(&pair.logs[0]);
+        let drained = lines.iter().find(|l| {
+            l["message"]
+                == "draining: admitting and claiming nothing more; waiting for the product requests already sent"
+        });
+        assert!(
+            drained.is_some_and(|l| l["in_flight"].as_u64().is_some_and(|n| n > 0)),
+            "the drain began with requests in flight:\n{log}"
+        );
+        assert!(lines.iter().any(|l| l["message"] == "drained"), "{log}");
+        // Nothing is left for a lease to run out on: what was sent was answered
+        // and committed, what was claimed and not sent was given back.
+        assert_eq!(pair.leased_by(&pair.first_owner()).await, 0, "rows still leased by the stopped process");
+
+        let states = pair.settled().await;
+        assert_eq!(
+            states.get("finished").copied(),
+            Some(RUNS),
+            "every run finishes, none needs an operator: {states:?}"
+        );
+        pair.one_effect_per_key();
+        for (product, effects) in
+            [("casework", pair.sims.sims.casework.effects()), ("messaging", pair.sims.sims.messaging.effects())]
+        {
+            let resent: Vec<_> = effects.iter().filter(|e| e.idempotency_key.is_some() && e.requests != 1).collect();
+            assert!(resent.is_empty(), "{product}: a drained request was sent again: {resent:?}");
+        }
+        let reads: u64 = pair.sims.sims.breg.effects().iter().map(|e| e.requests).sum();
+        assert_eq!(reads, RUNS as u64, "the registry is read once per run");
+        drop(pair.dir);
+    });
+}
+
+#[test]
+fn sigkill_in_the_same_place_leaves_the_mutations_in_flight_uncertain() {
+    on_runtime(async {
+        let mut pair = Pair::start().await;
+        pair.mutations_in_flight().await;
+        pair.first.signal("KILL");
+        let _ = pair.first.exited().await;
+        // The second process takes the killed one's rows once their leases run out,
+        // and does not send a mutation it cannot know the fate of.
+        let states = pair.settled().await;
+        let attention = states.get("attention").copied().unwrap_or(0);
+        assert!(attention > 0, "a crash with mutations in flight leaves unknown effects: {states:?}");
+        assert_eq!(
+            attention + states.get("finished").copied().unwrap_or(0),
+            RUNS,
+            "every other run finishes: {states:?}"
+        );
+        // Still nothing was done twice.
+        for (product, effects) in
+            [("casework", pair.sims.sims.casework.effects()), ("messaging", pair.sims.sims.messaging.effects())]
+        {
+            let twice: Vec<_> = effects.iter().filter(|e| e.effects > 1).collect();
+            assert!(twice.is_empty(), "{product}: acted more than once: {twice:?}");
+        }
+        drop(pair.dir);
+    });
+}
+
+#[test]
+fn while_draining_admissions_are_refused_with_retry_after_and_readiness_fails() {
+    on_runtime(async {
+        let mut stack = Stack::start(StackOptions { auto_decide: None, ..StackOptions::default() }).await;
+        stack
+            .fault("breg", json!({"operation": "read-record/v1", "fault": "timeout", "delaySeconds": 3, "count": 1}))
+            .await;
+        let run = stack.admit("drain-1").await;
+        let started = Instant::now();
+        while stack.sims.sims.breg.answers_held() == 0 {
+            assert!(started.elapsed() < GUARD, "the read never got in flight");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (url, revision) = (stack.url.clone(), stack.revision.clone());
+        let client = reqwest::Client::new();
+        let during = async {
+            let ready = client.get(format!("{url}/readyz")).send().await.unwrap_or_else(|e| panic!("{e}"));
+            let ready_status = ready.status().as_u16();
+            let ready_body: Value = ready.json().await.unwrap_or(Value::Null);
+            let health = client.get(format!("{url}/healthz")).send().await.map(|r| r.status().as_u16());
+            let body = json!({"workflow": "reviewed-notice", "revision": revision, "idempotencyKey": "drain-2", "input": sample_input()});
+            let admission = client
+                .post(format!("{url}/v1/runs"))
+                .bearer_auth(support::TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let retry_after = admission.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let admission_status = admission.status().as_u16();
+            let refused: Value = admission.json().await.unwrap_or(Value::Null);
+            (ready_status, ready_body, health.ok(), admission_status, retry_after, refused)
+        };
+        let (drained, (ready_status, ready_body, health, admission_status, retry_after, refused)) =
+            tokio::join!(stack.service.drain(), during);
+        assert_eq!((ready_status, ready_body), (503, json!({"status": "draining"})));
+        assert_eq!(health, Some(200), "liveness is not readiness");
+        assert_eq!(admission_status, 503, "{refused}");
+        assert_eq!(refused["code"], "service.draining");
+        assert_eq!(retry_after.as_deref(), Some("2"));
+        assert_eq!(drained, Drained::Clean);
+        // The read in flight was answered and committed: the run moved on, and no row is leased.
+        let work = stack.service.engine.store().work_of(&run).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(work.outbox.iter().all(|(step, ..)| step != "read-application"), "{:?}", work.outbox);
+        let (requests, _) = stack.count("breg", "read-record/v1", None).await;
+        assert_eq!(requests, 1, "read once");
+    });
+}
