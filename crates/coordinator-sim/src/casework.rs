@@ -240,6 +240,11 @@ impl Sim<Casework> {
         Ok(view)
     }
 
+    /// The references of every review request made so far.
+    pub fn references(&self) -> Vec<String> {
+        self.with_product(|c| c.reviews.keys().cloned().collect())
+    }
+
     /// A review request by reference.
     pub fn review(&self, reference: &str) -> Option<Review> {
         self.with_product(|c| c.reviews.get(reference).cloned())

@@ -19,19 +19,22 @@ mod deploy;
 #[path = "support/pg.rs"]
 mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/process.rs"]
+mod process;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 #[path = "support/stack.rs"]
 mod stack;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use coordinator::Drained;
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, SimServer, eager_reviewed_notice, free_ports, sim_server};
+use process::{Serve, json_lines, read, ready};
 use serde_json::{Value, json};
 use stack::{Stack, StackOptions};
 use support::{authorized_client, on_runtime, sample_input};
@@ -44,48 +47,6 @@ const SLOW_SECONDS: f64 = 2.0;
 const MUTATIONS_IN_FLIGHT: usize = 20;
 /// The failure guard of every wait (never a speed claim).
 const GUARD: Duration = Duration::from_secs(300);
-
-/// A `coordinator serve` child, killed when dropped.
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Serve {
-    fn spawn(runtime: &Path, log: &Path) -> Serve {
-        let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("log: {e}"));
-        let err = out.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
-        let child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
-            .args(["serve", "--log-format", "json", "--runtime"])
-            .arg(runtime)
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"));
-        Serve(child)
-    }
-
-    fn signal(&self, name: &str) {
-        let sent = Command::new("kill").args([&format!("-{name}"), &self.0.id().to_string()]).status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill -{name}");
-    }
-
-    /// Waits (polling, no busy loop) until the process exits.
-    async fn exited(&mut self) -> ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.0.try_wait() {
-                return status;
-            }
-            assert!(started.elapsed() < GUARD, "coordinator serve did not exit");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
 
 /// Two `coordinator serve` processes on one PostgreSQL database, slow products, 200 runs admitted.
 struct Pair {
@@ -125,12 +86,7 @@ impl Pair {
             spec.project = project.clone();
             runtimes.push(spec.write(&place));
         }
-        let migrated = Command::new(env!("CARGO_BIN_EXE_coordinator"))
-            .args(["migrate", "--runtime"])
-            .arg(&runtimes[0])
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+        process::migrate(&runtimes[0]);
         let logs: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("p{i}.log"))).collect();
         let first = Serve::spawn(&runtimes[0], &logs[0]);
         let second = Serve::spawn(&runtimes[1], &logs[1]);
@@ -256,26 +212,6 @@ async fn slow_down(sims: &SimServer) {
         let (status, body) = support::post(&format!("{}/sim/{product}/v1/faults", sims.base), &fault).await;
         assert_eq!(status, 200, "{body}");
     }
-}
-
-async fn ready(client: &reqwest::Client, url: &str) -> bool {
-    for _ in 0..600 {
-        if let Ok(r) = client.get(format!("{url}/readyz")).send().await
-            && r.status().is_success()
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
-fn json_lines(path: &Path) -> Vec<Value> {
-    read(path).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
 #[test]

@@ -81,3 +81,63 @@ fn one_finished_run_is_counted_after_commit() {
         }
     });
 }
+
+#[test]
+fn operators_can_alert_on_attention_queues_claims_products_and_draining() {
+    on_runtime(async {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dev = start(data.path().to_path_buf()).await;
+        let fault = json!({"operation": "submit-message/v1", "fault": "drop-response-after-effect", "count": 1});
+        let (status, answer) = post(&format!("{}/sim/messaging/v1/faults", dev.url()), &fault).await;
+        assert_eq!(status, 200, "{answer}");
+        let body = json!({
+            "workflow": "reviewed-notice", "revision": dev.revision,
+            "input": sample_input(), "idempotencyKey": "metrics-2",
+        });
+        let (status, admitted) = post(&format!("{}/v1/runs", dev.url()), &body).await;
+        assert_eq!(status, 201, "{admitted}");
+        let run = admitted["runId"].as_str().unwrap_or_default().to_owned();
+        let until = |wanted: &'static str| {
+            let (url, run) = (dev.url(), run.clone());
+            async move {
+                let started = Instant::now();
+                loop {
+                    let (_, view) = get(&format!("{url}/v1/runs/{run}")).await;
+                    if view["state"] == wanted {
+                        return;
+                    }
+                    assert!(started.elapsed() < Duration::from_secs(60), "never {wanted}: {view}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        until("attention").await;
+        let scrape = || async {
+            let response = reqwest::Client::new().get(format!("{}/metrics", dev.url())).bearer_auth(TOKEN).send().await;
+            response.unwrap_or_else(|e| panic!("{e}")).text().await.unwrap_or_default()
+        };
+        let text = scrape().await;
+        let value =
+            |text: &str, series: &str| sample(text, series).unwrap_or_else(|| panic!("no `{series}` in:\n{text}"));
+        let attention = "coordinator_runs_attention{workflow=\"reviewed-notice\",reason=\"unknown-effect\"}";
+        assert_eq!(value(&text, attention), 1.0);
+        assert_eq!(value(&text, "coordinator_draining"), 0.0);
+        assert_eq!(value(&text, "coordinator_oldest_due_work_seconds"), 0.0, "nothing is waiting to be claimed");
+        assert_eq!(value(&text, "coordinator_oldest_due_timer_seconds"), 0.0);
+        assert!(value(&text, "coordinator_claim_round_seconds_count") >= 1.0);
+        let read = "coordinator_product_request_seconds_count{request=\"attempt\",connection=\"registry\",operation=\"read-record/v1\",answer=\"accepted\"}";
+        assert_eq!(value(&text, read), 1.0);
+        let lost = "coordinator_product_request_seconds_count{request=\"attempt\",connection=\"messaging\",operation=\"submit-message/v1\",answer=\"uncertain\"}";
+        assert_eq!(value(&text, lost), 1.0);
+
+        // Settled: the gauge goes back to zero, and the receipt lookup is a product request of its own.
+        let (status, _) = post(&format!("{}/v1/runs/{run}/steps/send-notice/reconcile", dev.url()), &json!({})).await;
+        assert_eq!(status, 202);
+        until("finished").await;
+        let text = scrape().await;
+        assert_eq!(value(&text, attention), 0.0);
+        let receipt = "coordinator_product_request_seconds_count{request=\"receipt\",connection=\"messaging\",operation=\"submit-message/v1\",answer=\"found\"}";
+        assert_eq!(value(&text, receipt), 1.0);
+        assert!(!text.contains(run.as_str()));
+    });
+}
