@@ -3,7 +3,10 @@
 //! HTTP API and `coordinator dev`.
 //!
 //! Modules: `engine` (admission, events under the run lock, sealed snapshots,
-//! the workflow cache), `worker` (claims, product requests, fenced reports),
+//! the workflow cache), `after` (the after-commit hooks: metrics, log lines,
+//! spans), `activation` (activating a package), `worker` (claims, timers)
+//! and `perform` (one claimed row's product request and its fenced report),
+//! `telemetry` (logging, after-commit transition lines, traces),
 //! `api` (axum router, one module per concern), `access` (subjects, bearer
 //! token digests, role grants and the checks on them), `oidc` (JWTs of OIDC
 //! issuers verified against their JWKS), `inspection` (the operator's
@@ -16,9 +19,11 @@
 //! `completions` (completion notifications), `events` (admission from signed
 //! product events) and `signature` (their HMAC header), `dev` (the one-command
 //! development stack), `error`.
-//! The binary (`main.rs`) only parses arguments and prints.
+//! The binary (`main.rs`) parses arguments, sets logging up, prints `dev`'s
+//! banner and drains on SIGTERM/SIGINT.
 
 pub mod access;
+pub(crate) mod activation;
 pub(crate) mod after;
 pub mod api;
 pub(crate) mod committer;
