@@ -332,3 +332,67 @@ fn while_draining_admissions_are_refused_with_retry_after_and_readiness_fails() 
         assert_eq!(requests, 1, "read once");
     });
 }
+
+#[test]
+fn readiness_fails_while_the_database_is_unreachable() {
+    on_runtime(async {
+        let db = pg::database().await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let sims = sim_server(SimConfig::default()).await;
+        let port = deploy::free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let mut spec = DeploymentSpec::new(&db.url, &sims.base);
+        spec.listen = format!("127.0.0.1:{port}");
+        let runtime = spec.write(dir.path());
+        process::migrate(&runtime);
+        let serve = Serve::spawn(&runtime, &dir.path().join("serve.log"));
+        let client = reqwest::Client::new();
+        assert!(ready(&client, &url).await, "{}", read(&serve.log));
+        let admin = sqlx::PgPool::connect("postgres://postgres@127.0.0.1:5432/postgres")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let drop = format!("DROP DATABASE {} WITH (FORCE)", db.name());
+        sqlx::raw_sql(&drop).execute(&admin).await.unwrap_or_else(|e| panic!("{e}"));
+        admin.close().await;
+        let ready = client.get(format!("{url}/readyz")).send().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ready.status().as_u16(), 503);
+        let body: Value = ready.json().await.unwrap_or(Value::Null);
+        assert_eq!(body, json!({"status": "database-unreachable"}));
+        let health = client.get(format!("{url}/healthz")).send().await.map(|r| r.status().as_u16());
+        assert_eq!(health.ok(), Some(200), "the process itself is alive");
+    });
+}
+
+#[test]
+fn coordinator_dev_drains_on_sigterm_and_exits_0() {
+    on_runtime(async {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let port = deploy::free_port();
+        let log = dir.path().join("dev.log");
+        let out = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+        let err = out.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .args(["dev", "--log-format", "json", "--listen", &format!("127.0.0.1:{port}"), "--project"])
+            .arg(support::repo().join("examples/reviewed-notice"))
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::from(out))
+            .stderr(std::process::Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let client = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{port}");
+        assert!(ready(&client, &url).await, "{}", read(&log));
+        let sent = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        assert!(sent.is_ok_and(|s| s.success()));
+        let started = Instant::now();
+        let status = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break status;
+            }
+            assert!(started.elapsed() < GUARD, "coordinator dev did not exit:\n{}", read(&log));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(status.code(), Some(0), "{}", read(&log));
+        assert!(json_lines(&log).iter().any(|l| l["message"] == "drained"), "{}", read(&log));
+    });
+}
