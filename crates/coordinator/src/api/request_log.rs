@@ -62,7 +62,7 @@ pub(super) async fn log(State(state): State<ApiState>, mut request: Request, nex
         response.headers_mut().insert(REQUEST_ID, value);
     }
     let subject = subject.get();
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let latency_ms = (started.elapsed().as_secs_f64() * 100_000.0).round() / 100.0;
     span.set([
         KeyValue::new("http.request.method", method.clone()),
         KeyValue::new("http.route", route.clone()),

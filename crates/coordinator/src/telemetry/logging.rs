@@ -14,7 +14,10 @@
 use std::io::IsTerminal;
 
 use coordinator_core::model::runtime::{LogFormat, Logging};
+use tracing::field::Field;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::field::MakeExt as _;
+use tracing_subscriber::fmt::format::{Writer, debug_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -97,6 +100,7 @@ pub fn install(settings: &LogSettings) -> Result<(), LoggingError> {
         LogFormat::Human => registry
             .with(
                 tracing_subscriber::fmt::layer()
+                    .fmt_fields(debug_fn(human_field).delimited(" "))
                     .with_writer(std::io::stderr)
                     .with_target(false)
                     .with_ansi(std::io::stderr().is_terminal()),
@@ -114,6 +118,30 @@ pub fn install(settings: &LogSettings) -> Result<(), LoggingError> {
             .try_init(),
     };
     installed.map_err(|_| LoggingError::AlreadySet)
+}
+
+/// One field of a human line: plain words unquoted, a revision shortened to
+/// `sha256:` and 12 digits (JSON lines and the API carry it whole).
+fn human_field(writer: &mut Writer<'_>, field: &Field, value: &dyn std::fmt::Debug) -> std::fmt::Result {
+    let text = format!("{value:?}");
+    match field.name() {
+        "message" => writer.write_str(&text),
+        name => write!(writer, "{name}={}", human_value(name, &text)),
+    }
+}
+
+fn human_value<'a>(name: &str, debug: &'a str) -> std::borrow::Cow<'a, str> {
+    let plain = debug
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .filter(|t| !t.is_empty() && !t.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\' || c == '='));
+    match plain {
+        Some(text) if name == "revision" && text.starts_with("sha256:") && text.len() > 19 => {
+            format!("{}…", &text[..19]).into()
+        }
+        Some(text) => text.into(),
+        None => debug.into(),
+    }
 }
 
 #[cfg(test)]
@@ -141,6 +169,16 @@ mod tests {
         );
         let default = LogSettings::resolve(None, Some(LogFormat::Json), None);
         assert_eq!((default.filter.as_str(), default.source), (DEFAULT_FILTER, FilterSource::Default));
+    }
+
+    #[test]
+    fn human_lines_show_plain_words_unquoted_and_revisions_short() {
+        let revision = format!("{:?}", format!("sha256:{}", "ab".repeat(32)));
+        assert_eq!(human_value("revision", &revision), "sha256:abababababab…");
+        assert_eq!(human_value("step", "\"send-notice\""), "send-notice");
+        assert_eq!(human_value("error", "\"two words\""), "\"two words\"");
+        assert_eq!(human_value("attempt", "3"), "3");
+        assert_eq!(human_value("step", "\"\""), "\"\"");
     }
 
     #[test]
