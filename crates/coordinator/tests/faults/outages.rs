@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::deploy::free_port;
+use crate::deploy::ClosedPort;
 use crate::stack::{EAGER, Stack, StackOptions, at, attempts, effect, in_connection, step, tempdir, variant};
 use crate::support::on_runtime;
 
@@ -52,7 +52,8 @@ async fn sent_once(stack: &Stack, run: &str, notice_requests: u64) {
 fn a_product_that_refuses_connections_is_retried_until_it_is_back() {
     on_runtime(async {
         // Messaging's baseUrl names a port where nothing listens yet.
-        let port = free_port();
+        let closed = ClosedPort::reserve();
+        let port = closed.port;
         let edit = move |yaml: String| {
             let sims = yaml.split("baseUrl: ").nth(1).and_then(|s| s.split("/sim/").next()).unwrap_or("").to_owned();
             in_connection(
@@ -75,7 +76,7 @@ fn a_product_that_refuses_connections_is_retried_until_it_is_back() {
         assert!(stack.effects("messaging").await.is_empty(), "nothing reached messaging");
 
         // Messaging comes up on that port: the next attempt goes through.
-        let _up = stack.open_port(port).await;
+        let _up = stack.open_port(closed).await;
         sent_once(&stack, &run, 1).await;
         // Attempt 1 met a refused connection (attempt 2 was queued); a later one went through.
         assert!(attempts(&stack.inspect(&run).await, "send-notice") >= 2);
@@ -120,7 +121,8 @@ fn a_503_storm_longer_than_max_attempts_fails_the_run_without_an_effect() {
 fn no_token_means_nothing_is_sent_until_the_token_endpoint_is_back() {
     on_runtime(async {
         // Messaging's connection gets its tokens from a port where nothing listens yet.
-        let port = free_port();
+        let closed = ClosedPort::reserve();
+        let port = closed.port;
         let edit = move |yaml: String| {
             let sims = yaml.split("tokenEndpoint: ").nth(1).and_then(|s| s.split('\n').next()).unwrap_or("").to_owned();
             in_connection(&yaml, "messaging", &sims, &format!("http://127.0.0.1:{port}/sim/token"))
@@ -138,7 +140,7 @@ fn no_token_means_nothing_is_sent_until_the_token_endpoint_is_back() {
         // The other connections got their tokens and worked meanwhile.
         assert_eq!(stack.count_of("casework", REVIEW, &run, "request-review").await, (1, 1));
 
-        let _up = stack.open_port(port).await;
+        let _up = stack.open_port(closed).await;
         sent_once(&stack, &run, 1).await;
     });
 }

@@ -39,6 +39,31 @@ pub async fn sim_server(config: SimConfig) -> SimServer {
     SimServer { base: format!("http://{addr}"), sims, _task: task }
 }
 
+/// A loopback port held bound but not listening: a connection to it is
+/// refused, as to a product that is down, and no other listener (of this
+/// test or another) can take it meanwhile. [`ClosedPort::open`] starts
+/// listening on the same socket, so nothing else can slip in between.
+pub struct ClosedPort {
+    socket: tokio::net::TcpSocket,
+    /// The port.
+    pub port: u16,
+}
+
+impl ClosedPort {
+    /// Reserves a port on 127.0.0.1.
+    pub fn reserve() -> ClosedPort {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("socket: {e}"));
+        socket.bind(([127, 0, 0, 1], 0).into()).unwrap_or_else(|e| panic!("bind: {e}"));
+        let port = socket.local_addr().unwrap_or_else(|e| panic!("addr: {e}")).port();
+        ClosedPort { socket, port }
+    }
+
+    /// Starts listening (the product comes up).
+    pub fn open(self) -> tokio::net::TcpListener {
+        self.socket.listen(1024).unwrap_or_else(|e| panic!("listen on {}: {e}", self.port))
+    }
+}
+
 /// A free loopback port (bound, then released): runtime.yaml wants a real port.
 pub fn free_port() -> u16 {
     free_ports::<1>()[0]

@@ -230,9 +230,8 @@ impl Stack {
     }
 
     /// Serves these same simulators (same state, same tokens) on `port` too, from now on.
-    pub async fn open_port(&self, port: u16) -> tokio::task::JoinHandle<()> {
-        let listener =
-            tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap_or_else(|e| panic!("bind {port}: {e}"));
+    pub async fn open_port(&self, port: crate::deploy::ClosedPort) -> tokio::task::JoinHandle<()> {
+        let listener = port.open();
         let router = coordinator_sim::app(&self.sims.sims);
         tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
