@@ -17,6 +17,8 @@ use std::fmt;
 
 use aes_gcm::aead::{Aead, Generate, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
 const VERSION: u8 = 1;
 const NONCE_LEN: usize = 12;
@@ -109,6 +111,8 @@ pub enum SealError {
 pub struct Keyring {
     active: String,
     keys: BTreeMap<String, Aes256Gcm>,
+    /// The active key's bytes, only ever used as an HMAC key by [`Keyring::derive`].
+    derivation: Vec<u8>,
 }
 
 impl fmt::Debug for Keyring {
@@ -124,7 +128,11 @@ impl Keyring {
     /// [`SealError`] for a key of the wrong length, a bad id, or an active id with no key.
     pub fn new(active: &str, keys: impl IntoIterator<Item = (String, Vec<u8>)>) -> Result<Keyring, SealError> {
         let mut ring = BTreeMap::new();
+        let mut derivation = None;
         for (id, bytes) in keys {
+            if id == active {
+                derivation = Some(bytes.clone());
+            }
             if id.is_empty() || id.len() > 255 {
                 return Err(SealError::KeyId(id));
             }
@@ -132,10 +140,10 @@ impl Keyring {
                 .map_err(|_| SealError::KeyLength { id: id.clone(), len: bytes.len() })?;
             ring.insert(id, cipher);
         }
-        if !ring.contains_key(active) {
+        let Some(derivation) = derivation.filter(|_| ring.contains_key(active)) else {
             return Err(SealError::NoActiveKey(active.to_owned()));
-        }
-        Ok(Keyring { active: active.to_owned(), keys: ring })
+        };
+        Ok(Keyring { active: active.to_owned(), keys: ring, derivation })
     }
 
     /// The id of the key new seals use.
@@ -172,6 +180,20 @@ impl Keyring {
         let nonce = Nonce::try_from(nonce).map_err(|_| SealError::Malformed)?;
         let aad = binding.associated_data();
         cipher.decrypt(&nonce, Payload { msg: ciphertext, aad: &aad }).map_err(|_| SealError::Tampered)
+    }
+
+    /// A 32-byte key for `purpose` (e.g. signing console sessions), derived
+    /// from the active key with HMAC-SHA256, so every process of a deployment
+    /// derives the same one and no extra secret is needed. Rotating the active
+    /// key changes it. The purpose should name what the key is for and a version.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        // HMAC takes a key of any length: construction cannot fail.
+        let Ok(mut mac) = <Hmac<Sha256> as hmac::KeyInit>::new_from_slice(&self.derivation) else {
+            unreachable!("HMAC-SHA256 accepts keys of every length")
+        };
+        mac.update(b"coordinator.derive.v1\n");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
     }
 
     /// The key id a sealed value names (for rotation: which rows still use an old key).

@@ -87,3 +87,15 @@ fn bad_keys_are_refused_without_showing_them() {
     let debug = format!("{:?}", ring());
     assert!(!debug.contains("[1, 1"), "{debug}");
 }
+
+#[test]
+fn derived_keys_follow_the_active_key_and_the_purpose() {
+    let a = ring();
+    let same = ring();
+    assert_eq!(a.derive("console-session.v1"), same.derive("console-session.v1"), "every process derives the same");
+    assert_ne!(a.derive("console-session.v1"), a.derive("console-csrf.v1"), "one key per purpose");
+    let rotated =
+        Keyring::new("k2", [("k1".to_owned(), key(1)), ("k2".to_owned(), key(2))]).unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(a.derive("console-session.v1"), rotated.derive("console-session.v1"), "rotation changes it");
+    assert!(!a.derive("x").iter().all(|b| *b == 0));
+}

@@ -19,25 +19,28 @@ use crate::audit::Line;
 use crate::batch::{Grouped, groupable};
 use crate::db::{Arg, Tx};
 use crate::persist::{Write, audit_kind, wakes_workers, writes};
-use crate::runs::run_args;
+use crate::runs::{insert_run_sql, run_args};
 use crate::types::{Decision, NewRun};
 use crate::wakeups::WORK_CHANNEL;
 
-const ADMIT_PG: &str = "WITH r AS (\
-     INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, admitted_at, \
-       updated_at, version, snapshot, trace_parent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11) \
-     ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id), \
+/// The run row exactly as the transaction path inserts it (`$1`–`$13`,
+/// `insert_run_sql!`), then its first decision's rows.
+const ADMIT_PG: &str = concat!(
+    "WITH r AS (",
+    insert_run_sql!(),
+    "), \
    q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims) \
      SELECT r.id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0 \
-     FROM r, unnest($12::text[], $13::text[], $14::bigint[], $15::bigint[]) AS q(step, kind, attempt, not_before)), \
+     FROM r, unnest($14::text[], $15::text[], $16::bigint[], $17::bigint[]) AS q(step, kind, attempt, not_before)), \
    t AS (INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
-     SELECT r.id, t.timer, t.due_at, NULL, NULL FROM r, unnest($16::text[], $17::bigint[]) AS t(timer, due_at)), \
+     SELECT r.id, t.timer, t.due_at, NULL, NULL FROM r, unnest($18::text[], $19::bigint[]) AS t(timer, due_at)), \
    w AS (INSERT INTO waits (run_id, step, reference) \
-     SELECT r.id, w.step, w.reference FROM r, unnest($18::text[], $19::text[]) AS w(step, reference)), \
+     SELECT r.id, w.step, w.reference FROM r, unnest($20::text[], $21::text[]) AS w(step, reference)), \
    a AS (INSERT INTO audit (run_id, at, kind, step, detail, actor) \
      SELECT r.id, $9, a.kind, a.step, a.detail, $4 \
-     FROM r, unnest($20::text[], $21::text[], $22::text[]) WITH ORDINALITY AS a(kind, step, detail, n) ORDER BY a.n) \
-   SELECT r.id FROM r LEFT JOIN LATERAL (SELECT pg_notify($23, coalesce(current_setting('coordinator.instance', true), ''))::text WHERE $24) AS n ON true";
+     FROM r, unnest($22::text[], $23::text[], $24::text[]) WITH ORDINALITY AS a(kind, step, detail, n) ORDER BY a.n) \
+   SELECT r.id FROM r LEFT JOIN LATERAL (SELECT pg_notify($25, coalesce(current_setting('coordinator.instance', true), ''))::text WHERE $26) AS n ON true"
+);
 
 /// The first decision's writes as the statement's columns (its deletes are
 /// collected and not used: a new run has no rows to delete) and its audit

@@ -28,6 +28,7 @@ use coordinator_core::machine::action::Action;
 use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Tx, Writer};
 use crate::persist::{Write, audit_kind, execute, timer_key, writes};
+use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision};
 use crate::{Store, StoreError, claims, runs, wakeups};
 
@@ -40,10 +41,16 @@ const LEASED_WORK_PG: &str = "SELECT o.run_id FROM outbox o \
      JOIN unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS c(run_id, step, kind, attempt) \
      ON o.run_id = c.run_id AND o.step = c.step AND o.kind = c.kind AND o.attempt = c.attempt \
      WHERE o.lease_owner = $5 FOR UPDATE OF o";
-const UPDATE_RUNS_PG: &str = "UPDATE runs AS r SET snapshot = u.snapshot, state = u.state, held = u.held, \
-     updated_at = $6, version = r.version + 1 \
-     FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bool[], $5::bigint[]) AS u(id, snapshot, state, held, version) \
-     WHERE r.id = u.id AND r.version = u.version";
+/// Every decided run's row, as a single apply's `UPDATE` writes it
+/// (`attention_since` by the same rule, `runs::attention_since_sql!`).
+const UPDATE_RUNS_PG: &str = concat!(
+    "UPDATE runs AS r SET snapshot = u.snapshot, state = u.state, held = u.held, \
+     updated_at = $6, version = r.version + 1, outcome = u.outcome, attention_step = u.attention_step, ",
+    attention_since_sql!("u.state", "r.", "$6"),
+    " FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bool[], $5::bigint[], $7::text[], $8::text[]) \
+     AS u(id, snapshot, state, held, version, outcome, attention_step) \
+     WHERE r.id = u.id AND r.version = u.version"
+);
 const FINISH_WORK_PG: &str = "DELETE FROM outbox o USING unnest($1::text[], $2::text[], $3::text[]) AS d(run_id, step, kind) \
      WHERE o.run_id = d.run_id AND o.step = d.step AND o.kind = d.kind";
 const FINISH_ATTEMPT_PG: &str = "DELETE FROM outbox o \
@@ -203,12 +210,15 @@ where
     let journal = persist_grouped(tx, at, &actions).await?;
     let n = decided.len();
     let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::new(), Vec::new());
+    let mut listed = (Vec::with_capacity(n), Vec::with_capacity(n));
     for (run, version, d) in &decided {
         columns.0.push((*run).to_owned());
         columns.1.push(d.snapshot.clone());
         columns.2.push(d.state.as_str().to_owned());
         columns.3.push(d.held);
         columns.4.push(*version);
+        listed.0.push(d.outcome.clone());
+        listed.1.push(d.attention_step.clone());
     }
     let args = vec![
         Arg::Texts(columns.0),
@@ -217,6 +227,8 @@ where
         Arg::Flags(columns.3),
         Arg::Ints(columns.4),
         at.into(),
+        Arg::MaybeTexts(listed.0),
+        Arg::MaybeTexts(listed.1),
     ];
     let updated = tx.execute(UPDATE_RUNS_PG, args).await?;
     if updated != u64::try_from(n).unwrap_or(u64::MAX) {

@@ -5,7 +5,10 @@
 //! small pool), how a transaction starts (`BEGIN IMMEDIATE` on SQLite, so a
 //! writer holds the database lock from its first read), binding [`Arg`]s and
 //! decoding columns. It must not know any table: SQL text comes from the
-//! callers, who write `$n` placeholders (SQLite accepts `$NNN` as well).
+//! callers, who write `$n` placeholders (SQLite accepts `$NNN` as well) —
+//! `&'static str` statements, or, for the few reads whose WHERE clause
+//! depends on which filters a caller gave, a [`Query`] assembled from
+//! `&'static str` fragments and numbered placeholders only.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -208,9 +211,52 @@ impl From<&[u8]> for Arg {
     }
 }
 
+/// A read assembled from fixed pieces of SQL (listing runs by the filters a
+/// caller gave): its text only ever grows by `&'static str` fragments and by
+/// placeholders the builder numbers itself, and every value is a bound
+/// [`Arg`], so no value can reach the SQL text.
+///
+/// It is sent as an unnamed statement, not cached: PostgreSQL then plans it
+/// with the values bound (a cached statement would, after five runs, get a
+/// generic plan, which assumes a `LIMIT $n` returns a tenth of the table and
+/// knows no value's frequency), and the connections' statement caches do not
+/// fill with filter combinations.
+#[derive(Debug, Clone)]
+pub(crate) struct Query {
+    sql: String,
+    args: Vec<Arg>,
+}
+
+impl Query {
+    /// A statement starting with `head`.
+    pub(crate) fn new(head: &'static str) -> Query {
+        Query { sql: head.to_owned(), args: Vec::new() }
+    }
+
+    /// Appends a fixed piece of SQL.
+    pub(crate) fn push(&mut self, fragment: &'static str) -> &mut Query {
+        self.sql.push_str(fragment);
+        self
+    }
+
+    /// Binds a value, appending its placeholder (`$n`, numbered in order).
+    pub(crate) fn bind(&mut self, arg: impl Into<Arg>) -> &mut Query {
+        self.args.push(arg.into());
+        self.sql.push('$');
+        self.sql.push_str(&self.args.len().to_string());
+        self
+    }
+
+    /// The text as assembled (for tests).
+    #[cfg(test)]
+    pub(crate) fn sql(&self) -> &str {
+        &self.sql
+    }
+}
+
 /// Binds every argument in order to a SQLite query. Arrays have no SQLite
 /// type: a statement that binds one is written for PostgreSQL only.
-fn bind_sqlite(sql: &'static str, args: Vec<Arg>) -> Result<SqliteQuery, StoreError> {
+fn bind_sqlite(sql: &str, args: Vec<Arg>) -> Result<SqliteQuery<'_>, StoreError> {
     let mut q = sqlx::query(sql);
     for arg in args {
         q = match arg {
@@ -229,7 +275,7 @@ fn bind_sqlite(sql: &'static str, args: Vec<Arg>) -> Result<SqliteQuery, StoreEr
 }
 
 /// Binds every argument in order to a PostgreSQL query.
-fn bind_pg(sql: &'static str, args: Vec<Arg>) -> PgQuery {
+fn bind_pg(sql: &str, args: Vec<Arg>) -> PgQuery<'_> {
     let mut q = sqlx::query(sql);
     for arg in args {
         q = match arg {
@@ -249,8 +295,8 @@ fn bind_pg(sql: &'static str, args: Vec<Arg>) -> PgQuery {
     q
 }
 
-type SqliteQuery = sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments<'static>>;
-type PgQuery = sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments>;
+type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 /// An open transaction. Dropping it without [`Tx::commit`] rolls it back.
 pub(crate) enum Tx {
@@ -321,6 +367,46 @@ impl Tx {
                 Ok(bind_pg(sql, args).fetch_all(&mut **conn).await.map_err(db)?.into_iter().map(Row::Pg).collect())
             }
         }
+    }
+
+    /// Runs an assembled read (see [`Query`]), unnamed and uncached.
+    pub(crate) async fn fetch_query(&mut self, query: Query) -> Result<Vec<Row>, StoreError> {
+        let Query { sql, args } = query;
+        let rows = match self {
+            Tx::Sqlite(t) => bind_sqlite(&sql, args)?
+                .persistent(false)
+                .fetch_all(&mut *t.tx)
+                .await
+                .map_err(db)?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Tx::SqliteRead(c) => bind_sqlite(&sql, args)?
+                .persistent(false)
+                .fetch_all(&mut **c)
+                .await
+                .map_err(db)?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Tx::Pg(tx) => bind_pg(&sql, args)
+                .persistent(false)
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(db)?
+                .into_iter()
+                .map(Row::Pg)
+                .collect(),
+            Tx::PgRead(conn) => bind_pg(&sql, args)
+                .persistent(false)
+                .fetch_all(&mut **conn)
+                .await
+                .map_err(db)?
+                .into_iter()
+                .map(Row::Pg)
+                .collect(),
+        };
+        Ok(rows)
     }
 
     /// Commits.

@@ -15,15 +15,18 @@
 //!
 //! Modules: `db` (dialect adapter), `persist` (action → SQL), `audit` (the
 //! hash-chained journal: pending entries written with their decision, sealed
-//! into the chain after commit, read), `runs` (admission, apply, reads),
-//! `at_once` (PostgreSQL's one-statement admission), `batch` (group commit of
-//! fenced reports), `events` (trigger events admitted, by id), `claims`
-//! (leases on outbox and timer rows), `hold` (the deployment's restore-hold
-//! flag), `waits` (the completion-reference index), `wakeups` (cross-process
-//! notification of new work), `stats` (monitoring reads at scrape time),
-//! `tidy` (vacuuming the queue tables on PostgreSQL), `types` (interface
-//! values). Connecting, migrating, [`Store::ping`] and closing are here.
+//! into the chain after commit, read), `runs` (admission, apply, reading one
+//! run), `listing` (pages of runs: oldest first, newest first with filters),
+//! `inbox` (the attention inbox), `at_once` (PostgreSQL's one-statement
+//! admission), `batch` (group commit of fenced reports), `events` (trigger
+//! events admitted, by id), `claims` (leases on outbox and timer rows),
+//! `hold` (the deployment's restore-hold flag), `waits` (the
+//! completion-reference index), `wakeups` (cross-process notification of new
+//! work), `stats` (monitoring reads at scrape time), `tidy` (vacuuming the
+//! queue tables on PostgreSQL), `types` (interface values). Connecting,
+//! migrating, [`Store::ping`] and closing are here.
 
+mod active;
 mod at_once;
 mod audit;
 mod batch;
@@ -31,6 +34,8 @@ mod claims;
 mod db;
 mod events;
 mod hold;
+mod inbox;
+mod listing;
 mod persist;
 mod runs;
 mod stats;
@@ -46,14 +51,15 @@ use std::pin::Pin;
 use sqlx::error::BoxDynError;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
+pub use active::ActiveRevision;
 pub use audit::AuditPage;
 pub use claims::WorkScope;
 pub use hold::Hold;
 pub use persist::wakes_workers;
 pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{
-    Admission, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due, NewRun, Package, Page, RunFilter, RunMeta,
-    RunRow, RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind,
+    Admission, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due, ListFilter,
+    NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;
 
@@ -70,6 +76,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (8, "unleased outbox index", include_str!("../migrations/sqlite/0008_unleased_outbox.sql")),
     (9, "sealed audit indexes", include_str!("../migrations/sqlite/0009_sealed_audit_indexes.sql")),
     (10, "trace parent and attention index", include_str!("../migrations/sqlite/0010_trace_parent.sql")),
+    (11, "listing columns and indexes", include_str!("../migrations/sqlite/0011_listing.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -82,6 +89,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (8, "unleased outbox index", include_str!("../migrations/pg/0008_unleased_outbox.sql")),
     (9, "sealed audit indexes", include_str!("../migrations/pg/0009_sealed_audit_indexes.sql")),
     (10, "trace parent and attention index", include_str!("../migrations/pg/0010_trace_parent.sql")),
+    (11, "listing columns and indexes", include_str!("../migrations/pg/0011_listing.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.

@@ -1,23 +1,23 @@
 //! Packages and runs: storing and activating packages, admitting a run with its
-//! first transition, applying a decision under the run lock, and reading runs.
+//! first transition, applying a decision under the run lock, and reading one
+//! run (pages of runs are `listing`'s).
 //!
 //! Every change to a run goes through one transaction: lock the run row, call
 //! the caller's decide closure on the snapshot, persist the actions
 //! (`persist`), update the run row where its version is still the one decided
 //! on, write the decision's audit entries (`audit::append`; the sealer chains
 //! them after commit), commit. Many runs' fenced reports in one transaction
-//! are `batch`'s. This module must not interpret snapshots or actions; it only
-//! moves them.
-
-use coordinator_core::model::run::RunState;
+//! are `batch`'s. The run row's listing columns are written with it: the
+//! decision's `outcome` and `attention_step`, and `attention_since`, which the
+//! statement itself keeps (`attention_since_sql!`). This module must not interpret
+//! snapshots or actions; it only moves them.
 
 use crate::at_once::{self, AtOnce};
 use crate::audit::{self, Line};
-use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
+use crate::db::{Arg, Dialect, Pool, Tx, Writer};
+use crate::listing::{run_columns, run_row};
 use crate::persist::persist;
-use crate::types::{
-    Admission, Claim, Cursor, Decision, NewRun, Package, Page, RunFilter, RunMeta, RunRow, TriggerEvent,
-};
+use crate::types::{Admission, Claim, Decision, NewRun, Package, RunMeta, RunRow, TriggerEvent};
 use crate::{Store, StoreError, claims, events};
 
 /// How often an admission re-reads after losing an insert race before giving up.
@@ -36,22 +36,54 @@ const ACTIVATION: &str = "activation";
 
 const FIND_KEY: &str = "SELECT id, revision, input_digest FROM runs \
      WHERE owner = $1 AND workflow = $2 AND idempotency_key = $3";
-const INSERT_RUN: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, \
-     held, admitted_at, updated_at, version, snapshot, trace_parent) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11) \
-     ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id";
+/// The columns a new run's row is inserted with, and their values: `run_args`
+/// are `$1`–`$13`; a run admitted in attention entered it at admission.
+/// `'attention'` is `RunState::Attention.as_str()` (a test below keeps them equal).
+macro_rules! insert_run_sql {
+    () => {
+        "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
+         admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, \
+         CASE WHEN $7 = 'attention' THEN $9 END) \
+         ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id"
+    };
+}
+pub(crate) use insert_run_sql;
+
+/// The `SET` of `attention_since` in an update of the run row to the state
+/// `$new_state` at `$now`: the stored instant while the run stays in
+/// attention, `$now` when it enters attention, NULL out of attention. The
+/// right-hand side reads the stored row (`$old` prefixes its columns: `r.` in
+/// the batch's `UPDATE … FROM`), so `state` there is the state before. Each
+/// update statement passes its own placeholders; this is the one rule.
+macro_rules! attention_since_sql {
+    ($new_state:literal, $old:literal, $now:literal) => {
+        concat!(
+            "attention_since = CASE WHEN ",
+            $new_state,
+            " = 'attention' THEN COALESCE(CASE WHEN ",
+            $old,
+            "state = 'attention' THEN ",
+            $old,
+            "attention_since END, ",
+            $now,
+            ") END"
+        )
+    };
+}
+pub(crate) use attention_since_sql;
+
+const INSERT_RUN: &str = insert_run_sql!();
 const LOCK_RUN_SQLITE: &str = "SELECT version, snapshot FROM runs WHERE id = $1";
 const LOCK_RUN_PG: &str = "SELECT version, snapshot FROM runs WHERE id = $1 FOR UPDATE";
-const UPDATE_RUN: &str = "UPDATE runs SET snapshot = $1, state = $2, held = $3, updated_at = $4, \
-     version = version + 1 WHERE id = $5 AND version = $6";
-const LOAD_RUN: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-     admitted_at, updated_at, version, snapshot, trace_parent FROM runs WHERE id = $1";
+const UPDATE_RUN: &str = concat!(
+    "UPDATE runs SET snapshot = $1, state = $2, held = $3, updated_at = $4, version = version + 1, \
+     outcome = $7, attention_step = $8, ",
+    attention_since_sql!("$2", "", "$4"),
+    " WHERE id = $5 AND version = $6"
+);
+const LOAD_RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
 const RUN_META: &str = "SELECT revision, trace_parent FROM runs WHERE id = $1";
-const LIST_RUNS: &str = "SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-     admitted_at, updated_at, version, snapshot, trace_parent FROM runs \
-     WHERE ($1 IS NULL OR workflow = $1) AND ($2 IS NULL OR state = $2) AND ($3 IS NULL OR owner = $3) \
-     AND ($4 IS NULL OR admitted_at > $4 OR (admitted_at = $4 AND id > $5)) \
-     ORDER BY admitted_at, id LIMIT $6";
 
 impl Store {
     /// Stores a package. Storing the same revision again is a no-op; the same
@@ -347,25 +379,6 @@ impl Store {
             None => Ok(None),
         }
     }
-
-    /// Runs matching `filter`, oldest first, `limit` at a time, after `cursor`.
-    /// The cursor is stable: runs admitted later never shift earlier pages.
-    pub async fn list_runs(&self, filter: &RunFilter, cursor: Option<&Cursor>, limit: u32) -> Result<Page, StoreError> {
-        let mut tx = self.pool.begin_read().await?;
-        let args: Vec<Arg> = vec![
-            filter.workflow.as_deref().into(),
-            filter.state.map(RunState::as_str).into(),
-            filter.owner.as_deref().into(),
-            cursor.map(|c| c.admitted_at).into(),
-            cursor.map(|c| c.id.as_str()).into(),
-            i64::from(limit).into(),
-        ];
-        let runs = tx.fetch_all(LIST_RUNS, args).await?.iter().map(run_row).collect::<Result<Vec<_>, _>>()?;
-        let full = runs.len() >= usize::try_from(limit).unwrap_or(usize::MAX) && limit > 0;
-        let next =
-            if full { runs.last().map(|r| Cursor { admitted_at: r.admitted_at, id: r.id.clone() }) } else { None };
-        Ok(Page { runs, next })
-    }
 }
 
 /// One decision inside `tx`: lock the run, check the fence, decide, persist,
@@ -405,6 +418,8 @@ where
         at.into(),
         run_id.into(),
         expected.into(),
+        decision.outcome.as_deref().into(),
+        decision.attention_step.as_deref().into(),
     ];
     if tx.execute(UPDATE_RUN, args).await? == 0 {
         // The caller drops the transaction: the actions persisted above are rolled back.
@@ -430,7 +445,7 @@ where
     decision.as_ref().ok_or_else(|| StoreError::Rejected("the first decision failed".into()))
 }
 
-/// The new run row's values, `$1`–`$11` of every statement that inserts one.
+/// The new run row's values, `$1`–`$13` of every statement that inserts one (`insert_run_sql!`).
 pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
     vec![
         new.id.as_str().into(),
@@ -444,6 +459,8 @@ pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
         new.admitted_at.into(),
         decision.snapshot.as_slice().into(),
         new.trace_parent.as_deref().into(),
+        decision.outcome.as_deref().into(),
+        decision.attention_step.as_deref().into(),
     ]
 }
 
@@ -465,24 +482,23 @@ async fn fetch_package(tx: &mut Tx, revision: &str) -> Result<Option<Package>, S
     Ok(Some(Package { revision: row.get(0)?, workflow: row.get(1)?, digest: row.get(2)?, bytes: row.get(3)? }))
 }
 
-fn run_row(row: &Row) -> Result<RunRow, StoreError> {
-    let state: String = row.get(6)?;
-    let Some(state) = RunState::ALL.into_iter().find(|s| s.as_str() == state) else {
-        return Err(StoreError::Corrupt(format!("unknown run state `{state}`")));
-    };
-    Ok(RunRow {
-        id: row.get(0)?,
-        workflow: row.get(1)?,
-        revision: row.get(2)?,
-        owner: row.get(3)?,
-        idempotency_key: row.get(4)?,
-        input_digest: row.get(5)?,
-        state,
-        held: row.get(7)?,
-        admitted_at: row.get(8)?,
-        updated_at: row.get(9)?,
-        version: row.get(10)?,
-        snapshot: row.get(11)?,
-        trace_parent: row.get(12)?,
-    })
+#[cfg(test)]
+mod tests {
+    use coordinator_core::model::run::RunState;
+
+    use super::*;
+
+    #[test]
+    fn the_attention_literal_of_the_run_writes_is_the_attention_state() {
+        let attention = format!("= '{}'", RunState::Attention.as_str());
+        for sql in [INSERT_RUN, UPDATE_RUN] {
+            assert!(sql.contains(&attention), "{sql}");
+        }
+        assert_eq!(
+            UPDATE_RUN.split(" WHERE id").next().and_then(|set| set.split(", attention_since = ").nth(1)),
+            Some(
+                "CASE WHEN $2 = 'attention' THEN COALESCE(CASE WHEN state = 'attention' THEN attention_since END, $4) END"
+            )
+        );
+    }
 }

@@ -34,7 +34,7 @@ const QUEUE_HEADS: &str = "SELECT (SELECT MIN(due) FROM (\
      ORDER BY t.due_at LIMIT 1)";
 
 /// Runs in attention by workflow and hold, from the partial index
-/// `runs_attention` (migration 0010), whose predicate is this literal: a bound
+/// `runs_attention` (migration 0010, widened by 0011), whose predicate is this literal: a bound
 /// state would not match it. `'attention'` is `RunState::Attention.as_str()`
 /// (a test below keeps them equal).
 const ATTENTION: &str = "SELECT workflow, held, COUNT(*) FROM runs WHERE state = 'attention' GROUP BY workflow, held";
@@ -72,7 +72,7 @@ impl AttentionReason {
     /// The reason of a run in attention, from its `held` column: the machine
     /// places a hold only with attention `RestoreHold` (`Run::apply`), and the
     /// only other reason is an unknown effect.
-    fn of_held(held: bool) -> AttentionReason {
+    pub(crate) fn of_held(held: bool) -> AttentionReason {
         if held { AttentionReason::RestoreHold } else { AttentionReason::UnknownEffect }
     }
 }
@@ -143,6 +143,7 @@ mod tests {
     fn the_attention_literal_is_the_attention_state_and_the_index_predicate() {
         let predicate = format!("WHERE state = '{}'", RunState::Attention.as_str());
         assert!(ATTENTION.contains(&predicate), "{ATTENTION}");
+        assert!(crate::inbox::GROUPS.contains(&predicate), "{}", crate::inbox::GROUPS);
         for migration in [
             include_str!("../migrations/pg/0010_trace_parent.sql"),
             include_str!("../migrations/sqlite/0010_trace_parent.sql"),
@@ -151,6 +152,14 @@ mod tests {
                 migration.contains(&format!("runs_attention ON runs (workflow, held) {predicate};")),
                 "{migration}"
             );
+        }
+        // Migration 0011 rebuilds it wider, with the same predicate.
+        for migration in
+            [include_str!("../migrations/pg/0011_listing.sql"), include_str!("../migrations/sqlite/0011_listing.sql")]
+        {
+            let index =
+                format!("runs_attention ON runs (workflow, held, attention_since, id, attention_step) {predicate};");
+            assert!(migration.contains(&index), "{migration}");
         }
     }
 

@@ -7,6 +7,8 @@ use coordinator_core::machine::action::Action;
 use coordinator_core::machine::event::Timer;
 use coordinator_core::model::run::RunState;
 
+use crate::stats::AttentionReason;
+
 /// A package as stored: the sealed bytes of one revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Package {
@@ -55,8 +57,10 @@ pub struct TriggerEvent {
 /// What a decision changes: the actions to persist and the run after them.
 ///
 /// The snapshot is opaque to the store (the service seals the JSON of
-/// `machine::run::Run`); `state` and `held` are copied into columns for listing
-/// and claiming, so they must agree with the snapshot.
+/// `machine::run::Run`); `state`, `held`, `outcome` and `attention_step` are
+/// copied into columns for listing and claiming, so they must agree with the
+/// snapshot. The column `attention_since` (when the run entered attention) is
+/// the store's own: it compares the new state with the stored one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     /// The actions, in the order the machine emitted them.
@@ -67,6 +71,11 @@ pub struct Decision {
     pub state: RunState,
     /// Whether a restore hold is placed after the actions.
     pub held: bool,
+    /// The outcome of the finish the run reached, once it ended there (`Run::outcome`).
+    pub outcome: Option<String>,
+    /// The call step whose effect is unknown while the run is in attention for
+    /// it (`Attention::UnknownEffect`); `None` otherwise, also under a restore hold.
+    pub attention_step: Option<String>,
 }
 
 /// What became of an admission.
@@ -116,6 +125,16 @@ pub struct RunRow {
     pub snapshot: Vec<u8>,
     /// The `traceparent` it was admitted with (NULL for runs admitted before migration 0010).
     pub trace_parent: Option<String>,
+    /// The finish outcome of an ended run (denormalised; NULL for runs last
+    /// changed before migration 0011).
+    pub outcome: Option<String>,
+    /// The step of the unknown effect the run is in attention for (denormalised;
+    /// `None` when not in attention, under a restore hold, or for a run that
+    /// entered attention before migration 0011).
+    pub attention_step: Option<String>,
+    /// When the run last entered state attention, ms; `None` when it is not in
+    /// attention (kept by the store from the state it writes).
+    pub attention_since: Option<i64>,
 }
 
 /// What every event on a run needs to know of it besides its snapshot
@@ -128,7 +147,7 @@ pub struct RunMeta {
     pub trace_parent: Option<String>,
 }
 
-/// Which runs to list; `None` matches everything.
+/// Which runs `Store::list_runs` lists (oldest first); `None` matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFilter {
     /// Only this workflow.
@@ -139,7 +158,36 @@ pub struct RunFilter {
     pub owner: Option<String>,
 }
 
-/// Where a page of runs continues: after this (admitted_at, id).
+/// Which runs the console lists (`Store::list_runs_newest`,
+/// `Store::attention_runs`): every filter given must match, `None` matches
+/// everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only this workflow.
+    pub workflow: Option<String>,
+    /// Only this state.
+    pub state: Option<RunState>,
+    /// Only runs of this owner (a caller who may read only its own runs).
+    pub owner: Option<String>,
+    /// Only runs pinned to this revision.
+    pub revision: Option<String>,
+    /// Only runs in attention for this reason (implies state attention; the
+    /// `held` column decides the reason, as in `Store::attention_by_reason`).
+    pub attention: Option<AttentionReason>,
+    /// Only runs in attention for an unknown effect of this step (implies
+    /// state attention).
+    pub step: Option<String>,
+    /// Only runs admitted at or after this instant, ms.
+    pub admitted_from: Option<i64>,
+    /// Only runs admitted before this instant, ms.
+    pub admitted_to: Option<i64>,
+    /// Only the run with this id.
+    pub run_id: Option<String>,
+}
+
+/// Where a page of runs continues: after this (admitted_at, id) in the
+/// page's order (later for `Store::list_runs`, earlier for
+/// `Store::list_runs_newest`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
     /// Admission time of the last run of the previous page.
@@ -148,13 +196,41 @@ pub struct Cursor {
     pub id: String,
 }
 
-/// One page of runs, oldest first.
+/// One page of runs, in the order of the listing that returned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     /// The runs.
     pub runs: Vec<RunRow>,
-    /// The cursor of the next page, if this one was full.
+    /// The cursor of the next page: from `Store::list_runs` when this one was
+    /// full, from `Store::list_runs_newest` only when another run follows.
     pub next: Option<Cursor>,
+}
+
+/// Runs in attention for one reason, of one workflow, at one step
+/// (`Store::attention_groups`): a row of the operator's inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttentionGroup {
+    /// Why they wait.
+    pub reason: AttentionReason,
+    /// Their workflow.
+    pub workflow: String,
+    /// The step of their unknown effect (`None` under a restore hold, and for
+    /// runs that entered attention before migration 0011).
+    pub step: Option<String>,
+    /// How many runs.
+    pub runs: i64,
+    /// When the group's longest-waiting run entered attention, ms.
+    pub oldest_since: i64,
+}
+
+/// Where a page of `Store::attention_runs` continues: after this
+/// (attention_since, id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttentionCursor {
+    /// When the last run of the previous page entered attention, ms.
+    pub since: i64,
+    /// Its id (breaks ties between runs that entered attention in the same millisecond).
+    pub id: String,
 }
 
 /// What an outbox row asks a worker to do.

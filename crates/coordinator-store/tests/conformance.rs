@@ -7,7 +7,10 @@
 //! round in `conformance/due.rs`, trigger events in
 //! `conformance/events.rs`, the hash-chained audit journal in
 //! `conformance/audit.rs`, a run's trace parent in `conformance/trace.rs`,
-//! the readiness ping and the monitoring reads in `conformance/monitoring.rs`.
+//! the readiness ping and the monitoring reads in `conformance/monitoring.rs`,
+//! the run row's listing columns in `conformance/columns.rs`, the console's
+//! newest-first listing in `conformance/listing.rs` and its attention inbox
+//! in `conformance/inbox.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
@@ -16,12 +19,18 @@
 mod audit_chain;
 #[path = "conformance/batch.rs"]
 mod batch;
+#[path = "conformance/columns.rs"]
+mod columns;
 #[path = "conformance/due.rs"]
 mod due;
 #[path = "conformance/events.rs"]
 mod events;
 #[path = "conformance/hold.rs"]
 mod hold;
+#[path = "conformance/inbox.rs"]
+mod inbox;
+#[path = "conformance/listing.rs"]
+mod listing;
 #[path = "conformance/monitoring.rs"]
 mod monitoring;
 #[path = "conformance/redispatch.rs"]
@@ -42,7 +51,11 @@ use audit_chain::{
 };
 use batch::{
     a_batch_applies_each_report_as_a_single_apply_would, a_batch_of_due_timers_ends_every_run,
-    a_run_twice_in_one_batch_is_refused_whole, claims_carry_the_run_as_they_read_it,
+    a_batch_writes_the_listing_columns_as_single_applies_do, a_run_twice_in_one_batch_is_refused_whole,
+    claims_carry_the_run_as_they_read_it,
+};
+use columns::{
+    admissions_write_the_listing_columns, an_upgrade_dates_runs_already_in_attention, listing_columns_follow_the_run,
 };
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
@@ -58,6 +71,8 @@ use events::{
     both_admission_paths_write_the_same_rows, concurrent_deliveries_of_one_event_create_one_run,
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
+use inbox::the_inbox_groups_runs_in_attention_oldest_first;
+use listing::{every_filter_lists_what_it_matches_newest_first, newest_first_pages_follow_a_stable_cursor};
 use monitoring::{
     ping_answers_while_a_writer_holds_the_database, ping_fails_once_the_database_is_gone,
     queue_heads_are_the_oldest_claimable_due_rows, runs_in_attention_are_counted_by_workflow_and_reason,
@@ -133,6 +148,7 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     a_run_twice_in_one_batch_is_refused_whole,
     both_admission_paths_write_the_same_rows,
     claims_carry_the_run_as_they_read_it,
+    a_batch_writes_the_listing_columns_as_single_applies_do,
     a_claim_round_takes_both_kinds_and_says_what_is_due_next,
     fresh_and_expired_rows_share_one_limit,
 );
@@ -146,9 +162,18 @@ conformance!(Current in observability_on_sqlite, observability_on_postgres:
     runs_in_attention_are_counted_by_workflow_and_reason,
 );
 
+conformance!(Current in listing_on_sqlite, listing_on_postgres:
+    listing_columns_follow_the_run,
+    admissions_write_the_listing_columns,
+    newest_first_pages_follow_a_stable_cursor,
+    every_filter_lists_what_it_matches_newest_first,
+    the_inbox_groups_runs_in_attention_oldest_first,
+);
+
 conformance!(Initial in upgrade_on_sqlite, upgrade_on_postgres:
     an_upgrade_counts_claims_taken_before_it,
     an_upgrade_chains_the_entries_written_before,
+    an_upgrade_dates_runs_already_in_attention,
 );
 
 const LEASE_MS: i64 = 30_000;
@@ -202,6 +227,12 @@ async fn packages_are_stored_and_activated(store: &Store) {
     ok(store.put_package(&p2).await, "put r2");
     ok(store.activate("w", "r2", T0, None).await, "activate r2");
     assert_eq!(ok(store.active("w").await, "active").as_deref(), Some("r2"));
+    let active = ok(store.active_revisions().await, "active revisions");
+    assert_eq!(active.len(), 1);
+    assert_eq!(
+        (active[0].workflow.as_str(), active[0].revision.as_str(), active[0].digest.as_str()),
+        ("w", "r2", "d2")
+    );
 }
 
 async fn admission_is_idempotent(store: &Store) {
@@ -439,6 +470,8 @@ async fn concurrent_applies_serialise(store: &Store) {
                         snapshot: next,
                         state: RunState::Running,
                         held: false,
+                        outcome: None,
+                        attention_step: None,
                     })
                 })
                 .await

@@ -123,6 +123,17 @@ impl Principal {
         self.grants.contains(&(Scope::Any, role))
     }
 
+    /// The workflows the subject operates by name (a grant for `*` is [`Principal::holds_everywhere`]).
+    pub fn operated_workflows(&self) -> Vec<String> {
+        self.grants
+            .iter()
+            .filter_map(|(scope, role)| match (scope, role) {
+                (Scope::Workflow(w), Role::Operate) => Some(w.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether the caller holds `role` for at least one workflow.
     pub fn holds_somewhere(&self, role: Role) -> bool {
         self.grants.iter().any(|(_, r)| *r == role)
@@ -338,6 +349,62 @@ impl Access {
             }
         }
         found.and_then(|i| self.principals.get(i)).cloned()
+    }
+}
+
+/// How a console session signed in, so each request can find its principal
+/// again without keeping the token: the static token's digest, or a JWT's
+/// subject (whose roles are `access.grants`') and when that JWT expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignedIn {
+    /// A static token, by the SHA-256 of the token (never the token).
+    Static([u8; 32]),
+    /// An OIDC JWT.
+    Jwt {
+        /// Its `sub`.
+        subject: String,
+        /// Its `exp` (seconds since the epoch), if it has one.
+        expires_at: Option<i64>,
+    },
+}
+
+impl Access {
+    /// Authenticates a bearer token as [`Access::authenticate_bearer`] does,
+    /// and says how, for a console session.
+    ///
+    /// # Errors
+    /// [`Unauthenticated`] saying why (never holding the token).
+    pub async fn sign_in(&self, token: &str) -> Result<(Arc<Principal>, SignedIn), Unauthenticated> {
+        let principal = self.authenticate_bearer(token).await?;
+        if self.authenticate(token).is_some() {
+            return Ok((principal, SignedIn::Static(digest(token))));
+        }
+        // Verified above: only `exp` is read again.
+        #[derive(serde::Deserialize)]
+        struct Expiry {
+            exp: Option<i64>,
+        }
+        let expires_at = jsonwebtoken::dangerous::insecure_decode_claims::<Expiry>(token).ok().and_then(|e| e.exp);
+        let subject = principal.subject().to_owned();
+        Ok((principal, SignedIn::Jwt { subject, expires_at }))
+    }
+
+    /// The principal of a static token whose digest `matches` (every digest is
+    /// offered, whatever matched), if it is still configured.
+    pub fn static_principal(&self, matches: impl Fn(&[u8; 32]) -> bool) -> Option<Arc<Principal>> {
+        let mut found = None;
+        for credential in &self.credentials {
+            if matches(&credential.digest) && found.is_none() {
+                found = Some(credential.subject);
+            }
+        }
+        found.and_then(|i| self.principals.get(i)).cloned()
+    }
+
+    /// The principal of a JWT's subject: the roles `access.grants` gives it.
+    pub fn jwt_principal(&self, subject: &str) -> Arc<Principal> {
+        let grants = self.grants.get(subject).cloned().unwrap_or_default();
+        Arc::new(Principal { subject: subject.to_owned(), grants })
     }
 }
 

@@ -31,6 +31,8 @@ pub(crate) struct Note {
     pub(crate) trace_parent: Option<String>,
     /// Why the answer was classified as it was (never a value).
     pub(crate) reason: Option<String>,
+    /// An operator's stated reason for a command: journaled, never logged.
+    pub(crate) remark: Option<String>,
 }
 
 /// What a decision leaves for the after-commit hooks, gathered from its
@@ -113,6 +115,7 @@ impl Engine {
         self.metrics().decision(event, decided, told.as_ref().map(|t| t.committed), elapsed);
         let Some(told) = told else { return };
         told.transcript.tell(run, reason);
+        self.changed();
         if let Some(state) = told.committed.ended {
             let mut attributes = run_attributes(run, event);
             attributes.push(KeyValue::new("coordinator.state", state.as_str()));

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::event::Event;
 use coordinator_core::machine::run::Run;
@@ -118,6 +119,8 @@ pub struct Engine {
     pub(crate) drain: Drain,
     /// Where spans go (nowhere unless `telemetry` is configured).
     pub(crate) traces: Traces,
+    /// Bumped after every committed decision (the console's live updates).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -152,6 +155,7 @@ impl Engine {
             clock_offset_ms: AtomicI64::new(0),
             drain: Drain::new(),
             traces: Traces::off(),
+            changes: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -204,6 +208,34 @@ impl Engine {
     /// This process's lease owner id (`coordinator-<uuid>`), in the rows it claims.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// The key console sessions are signed with (derived from the active
+    /// payload key, so every process of the deployment shares it).
+    pub(crate) fn console_key(&self) -> [u8; 32] {
+        self.keyring.derive("console-session.v1")
+    }
+
+    /// Tells whoever watches that a decision committed.
+    pub(crate) fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Watches committed decisions (a counter that moves on each).
+    pub(crate) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The machine's settings.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// A stored run opened: its snapshot and its workflow.
+    pub(crate) async fn opened(&self, row: &RunRow) -> Result<(Run, Arc<Workflow>), EngineError> {
+        let run = self.open(&row.id, &row.snapshot)?;
+        let wf = self.workflow(&row.revision).await?;
+        Ok((run, wf))
     }
 
     /// This engine's metrics.
@@ -376,10 +408,29 @@ impl Engine {
         self.handle_by(run_id, event, now, Some(actor)).await
     }
 
+    /// [`Engine::handle_as`] with the operator's stated reason, journaled with
+    /// the command (an `operator` entry `reason given: …`; never logged).
+    ///
+    /// # Errors
+    /// As [`Engine::handle`].
+    pub async fn handle_as_because(
+        &self,
+        run_id: &str,
+        event: &Event,
+        now: i64,
+        actor: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        let meta = self.store.run_meta(run_id).await?.ok_or(EngineError::RunNotFound)?;
+        let wf = self.workflow(&meta.revision).await?;
+        let note = Note { trace_parent: meta.trace_parent, reason: None, remark: Some(reason.to_owned()) };
+        self.apply_recorded(None, run_id, event, now, &wf, Some(actor), &note).await
+    }
+
     async fn handle_by(&self, run_id: &str, event: &Event, now: i64, actor: Option<&str>) -> Result<(), EngineError> {
         let meta = self.store.run_meta(run_id).await?.ok_or(EngineError::RunNotFound)?;
         let wf = self.workflow(&meta.revision).await?;
-        let note = Note { trace_parent: meta.trace_parent, reason: None };
+        let note = Note { trace_parent: meta.trace_parent, ..Note::default() };
         self.apply_recorded(None, run_id, event, now, &wf, actor, &note).await
     }
 
@@ -420,7 +471,14 @@ impl Engine {
         let span = self.decision_span(&trace, event);
         let mut told = None;
         let decide = |snapshot: &[u8]| {
-            let (decision, admitted_at) = self.decide_on(wf, run_id, snapshot, event, now)?;
+            let (mut decision, admitted_at) = self.decide_on(wf, run_id, snapshot, event, now)?;
+            if let Some(remark) = &note.remark {
+                decision.actions.push(Action::Audit {
+                    kind: AuditKind::Operator,
+                    step: crate::after::event_step(event).map(str::to_owned),
+                    detail: format!("reason given: {remark}"),
+                });
+            }
             told = Some(Told::of(event, &decision.actions, now, admitted_at));
             Ok::<_, EngineError>(decision)
         };
@@ -472,7 +530,18 @@ impl Engine {
             run.apply(action);
         }
         let snapshot = self.seal(&run)?;
-        Ok(Decision { actions: t.actions.clone(), snapshot, state: run.state, held: run.held })
+        let attention_step = match &run.attention {
+            Some(coordinator_core::machine::run::Attention::UnknownEffect { step }) => Some(step.clone()),
+            Some(coordinator_core::machine::run::Attention::RestoreHold) | None => None,
+        };
+        Ok(Decision {
+            actions: t.actions.clone(),
+            snapshot,
+            state: run.state,
+            held: run.held,
+            outcome: run.outcome.clone(),
+            attention_step,
+        })
     }
 
     /// Seals a run snapshot.

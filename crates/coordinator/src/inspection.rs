@@ -178,7 +178,7 @@ pub fn inspect(wf: &Workflow, run: &Run, now: Instant, settings: &Settings) -> I
 }
 
 /// The state machine, asked whether it would apply an operator's command now.
-struct Rules<'a> {
+pub(crate) struct Rules<'a> {
     wf: &'a Workflow,
     run: Run,
     now: Instant,
@@ -187,7 +187,7 @@ struct Rules<'a> {
 
 impl<'a> Rules<'a> {
     /// The run as the machine would see it now: a due run deadline goes first.
-    fn at(wf: &'a Workflow, run: &Run, now: Instant, settings: &'a Settings) -> Rules<'a> {
+    pub(crate) fn at(wf: &'a Workflow, run: &Run, now: Instant, settings: &'a Settings) -> Rules<'a> {
         let mut run = run.clone();
         if run.timers.get(&Timer::RunDeadline).is_some_and(|at| *at <= now) {
             let _ = advance(wf, &mut run, &Event::TimerDue { timer: Timer::RunDeadline }, now, settings);
@@ -196,7 +196,12 @@ impl<'a> Rules<'a> {
     }
 
     fn accepts(&self, event: &Event) -> bool {
-        decide(self.wf, &self.run, event, self.now, self.settings).outcome == Outcome::Applied
+        self.transition(event).outcome == Outcome::Applied
+    }
+
+    /// What the machine would decide for `event` now (nothing is applied).
+    pub(crate) fn transition(&self, event: &Event) -> coordinator_core::machine::Transition {
+        decide(self.wf, &self.run, event, self.now, self.settings)
     }
 
     /// The commands that would settle a call's unknown effect now.

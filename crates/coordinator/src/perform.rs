@@ -44,7 +44,7 @@ pub(crate) async fn perform(
 ) -> Result<(), EngineError> {
     match answer(engine, &item, &run).await? {
         Some((event, wf, reason)) => {
-            let note = Note { trace_parent: run.trace_parent, reason };
+            let note = Note { trace_parent: run.trace_parent, reason, remark: None };
             reports.apply(Claim::Work(item), event, wf, note).await
         }
         None => release(engine, item).await,

@@ -200,7 +200,7 @@ fn report(result: Result<(), EngineError>, what: &str) {
 async fn fire(engine: &Engine, reports: &Reports, timer: TimerItem) -> Result<(), EngineError> {
     let wf = engine.workflow(&timer.revision).await?;
     let event = Event::TimerDue { timer: timer.timer.clone() };
-    let note = Note { trace_parent: timer.trace_parent.clone(), reason: None };
+    let note = Note { trace_parent: timer.trace_parent.clone(), ..Note::default() };
     reports.apply(Claim::Timer(timer), event, wf, note).await
 }
 

@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use crate::cmd_check;
-use crate::graph;
 use crate::{Exit, Format, GraphFormat};
 
 /// Runs `graph`.
@@ -14,9 +13,9 @@ pub fn run(project: &Path, format: GraphFormat, output: Option<&Path>) -> Exit {
     };
     let Some(checked) = report.checked else { return Exit::Refused };
     let text = match format {
-        GraphFormat::Mermaid => graph::mermaid(&checked),
-        GraphFormat::Dot => graph::dot(&checked),
-        GraphFormat::Svg => graph::svg(&checked),
+        GraphFormat::Mermaid => coordinator_graph::mermaid(&checked.definition),
+        GraphFormat::Dot => coordinator_graph::dot(&checked.definition),
+        GraphFormat::Svg => coordinator_graph::svg(&checked.definition),
     };
     match output {
         None => {

@@ -31,7 +31,7 @@ use coordinator_core::model::workflow::{
 };
 use serde_json::{Value, json};
 
-use crate::graph::step_order;
+use coordinator_graph::step_order;
 
 /// SPEC §3: the default `observeFloorSeconds`; a deployment may raise it.
 const OBSERVE_FLOOR_SECONDS: u64 = DEFAULT_OBSERVE_FLOOR_SECONDS;
@@ -283,9 +283,13 @@ pub fn human(checked: &Checked) -> String {
 }
 
 #[cfg(test)]
+#[path = "explain_fixture.rs"]
+mod fixture;
+
+#[cfg(test)]
 mod tests {
+    use super::fixture::fixture;
     use super::*;
-    use crate::graph::tests::fixture;
 
     #[test]
     fn json_explains_each_call_in_step_order() {

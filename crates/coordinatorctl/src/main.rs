@@ -27,7 +27,6 @@ mod cmd_runs;
 mod cmd_test;
 mod environment;
 mod explain;
-mod graph;
 mod operate;
 mod project_dir;
 mod render;

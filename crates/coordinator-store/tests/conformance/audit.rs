@@ -69,7 +69,8 @@ fn journaling_all(details: Vec<String>) -> impl FnOnce(&[u8]) -> Result<Decision
                 Action::Audit { kind: AuditKind::Operator, step, detail }
             })
             .collect();
-        Ok(Decision { actions, snapshot: snapshot.to_vec(), state: RunState::Running, held: false })
+        let snapshot = snapshot.to_vec();
+        Ok(Decision { actions, snapshot, state: RunState::Running, held: false, outcome: None, attention_step: None })
     }
 }
 

@@ -1,12 +1,14 @@
 //! Group commit (`Store::apply_fenced_batch`): many runs' fenced reports in
-//! one transaction, each exactly as a single `apply_fenced` would apply it,
-//! the ones that cannot apply left alone.
+//! one transaction, each exactly as a single `apply_fenced` would apply it —
+//! the listing columns included —, the ones that cannot apply left alone.
 
-use coordinator_core::machine::event::{Event, Timer};
+use coordinator_core::machine::action::{Action, AuditKind};
+use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
 use coordinator_store::{Claim, ClaimedRun, Decision, Store, StoreError, WorkItem, WorkScope};
 
-use super::support::{T0, admit, deciding, run_id, workflow};
+use super::columns::{decide, listed, not_reviewable, review_answer};
+use super::support::{T0, admit, deciding, decode, run_id, with_actions, workflow};
 use super::{LEASE_MS, accepted_read, ok};
 
 pub async fn a_batch_applies_each_report_as_a_single_apply_would(store: &Store) {
@@ -59,6 +61,8 @@ pub async fn a_batch_applies_each_report_as_a_single_apply_would(store: &Store) 
         assert_eq!(ok(store.work_of(id).await, "work"), single, "run {id} as the single apply left run 5");
         let row = ok(store.load(id).await, "run").unwrap_or_else(|| panic!("run {id}"));
         assert_eq!((row.state, row.version, row.updated_at), (single_row.state, 2, T0 + 1));
+        let listed = |r: &coordinator_store::RunRow| (r.outcome.clone(), r.attention_step.clone(), r.attention_since);
+        assert_eq!(listed(&row), listed(&single_row));
     }
     assert_eq!((ok(store.work_of(&ids[2]).await, "work 3"), ok(store.work_of(&ids[3]).await, "work 4")), before);
     assert_eq!((ok(store.load(&ids[2]).await, "run 3"), ok(store.load(&ids[3]).await, "run 4")), rows_before);
@@ -112,4 +116,77 @@ pub async fn claims_carry_the_run_as_they_read_it(store: &Store) {
     let (item, run) = &claimed[0];
     assert_eq!(item.run_id, id);
     assert_eq!(run, &ClaimedRun { revision: wf.revision.clone(), snapshot: row.snapshot, trace_parent: None });
+}
+
+/// How one report of a batch is decided.
+type Decide<'a> = Box<dyn FnOnce(&[u8]) -> Result<Decision, String> + 'a>;
+
+/// Applies `claims` in one batch, claim `i` decided by `decides[i]`.
+async fn batch_of(store: &Store, claims: &[Claim], at: i64, decides: Vec<Decide<'_>>) {
+    let mut decides: Vec<Option<_>> = decides.into_iter().map(Some).collect();
+    let outcome = store
+        .apply_fenced_batch(claims, "w1", at, |i, snapshot| match decides[i].take() {
+            Some(decide) => decide(snapshot),
+            None => Err("decided twice".to_owned()),
+        })
+        .await;
+    assert!(ok(outcome, "batch").iter().all(Result::is_ok), "every report applies");
+}
+
+/// A decision that leaves the run as it is, journaling a line (as an
+/// operator's note would): the run stays in its state.
+fn unchanged(snapshot: &[u8]) -> Result<Decision, String> {
+    let run = decode(snapshot)?;
+    let note = Action::Audit { kind: AuditKind::Operator, step: None, detail: "looked at".into() };
+    Ok(with_actions(&run, vec![note]))
+}
+
+pub async fn a_batch_writes_the_listing_columns_as_single_applies_do(store: &Store) {
+    let wf = workflow();
+    let ids: Vec<String> = (1..=4).map(run_id).collect();
+    for id in &ids {
+        admit(store, &wf, id, T0).await;
+        decide(store, &wf, id, accepted_read(), T0 + 1).await;
+    }
+    let claimed = ok(store.claim_work(T0 + 1, "w1", LEASE_MS, 10).await, "claim the review requests");
+    let claim_of = |id: &str| -> Claim {
+        Claim::Work(claimed.iter().find(|w| w.run_id == id).cloned().unwrap_or_else(|| panic!("no claim of {id}")))
+    };
+    // Runs 1 and 2 in a batch, 3 and 4 alone: 1 and 3 get no answer, 2 and 4 are refused.
+    let (lost, refused) = (review_answer(1, CallAnswer::Uncertain), review_answer(1, not_reviewable()));
+    let at = T0 + 2;
+    batch_of(
+        store,
+        &[claim_of(&ids[0]), claim_of(&ids[1])],
+        at,
+        vec![Box::new(deciding(&wf, &lost, at)), Box::new(deciding(&wf, &refused, at))],
+    )
+    .await;
+    ok(store.apply_fenced(&claim_of(&ids[2]), "w1", at, deciding(&wf, &lost, at)).await, "single, lost");
+    ok(store.apply_fenced(&claim_of(&ids[3]), "w1", at, deciding(&wf, &refused, at)).await, "single, refused");
+    let in_attention = (RunState::Attention, false, None, Some("request-review".to_owned()), Some(at));
+    assert_eq!((listed(store, &ids[0]).await, listed(store, &ids[2]).await), (in_attention.clone(), in_attention));
+    let finished = (RunState::Finished, false, Some("review-refused".to_owned()), None, None);
+    assert_eq!((listed(store, &ids[1]).await, listed(store, &ids[3]).await), (finished.clone(), finished));
+
+    // The run deadlines of runs 1 and 3 (the others ended): a report that
+    // keeps a run in attention keeps the instant it entered, the deadline
+    // ends it.
+    let deadline = T0 + i64::try_from(wf.definition.deadline_seconds).unwrap_or(0) * 1000;
+    let timers = ok(store.claim_timers(deadline, "w1", LEASE_MS, 10).await, "claim the deadlines");
+    let timer_of = |timers: &[coordinator_store::TimerItem], id: &str| -> Claim {
+        Claim::Timer(timers.iter().find(|t| t.run_id == id).cloned().unwrap_or_else(|| panic!("no timer of {id}")))
+    };
+    batch_of(store, &[timer_of(&timers, &ids[0])], deadline, vec![Box::new(unchanged)]).await;
+    ok(store.apply_fenced(&timer_of(&timers, &ids[2]), "w1", deadline, unchanged).await, "single, unchanged");
+    let kept = (RunState::Attention, false, None, Some("request-review".to_owned()), Some(at));
+    assert_eq!((listed(store, &ids[0]).await, listed(store, &ids[2]).await), (kept.clone(), kept));
+
+    let later = deadline + LEASE_MS + 1;
+    let timers = ok(store.claim_timers(later, "w1", LEASE_MS, 10).await, "claim the deadlines again");
+    let fired = Event::TimerDue { timer: Timer::RunDeadline };
+    batch_of(store, &[timer_of(&timers, &ids[0])], later, vec![Box::new(deciding(&wf, &fired, later))]).await;
+    ok(store.apply_fenced(&timer_of(&timers, &ids[2]), "w1", later, deciding(&wf, &fired, later)).await, "single");
+    let expired = (RunState::Expired, false, None, None, None);
+    assert_eq!((listed(store, &ids[0]).await, listed(store, &ids[2]).await), (expired.clone(), expired));
 }

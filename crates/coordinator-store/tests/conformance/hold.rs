@@ -7,7 +7,7 @@ use coordinator_core::machine::action::Action;
 use coordinator_core::machine::event::Event;
 use coordinator_store::{Decision, Store, WorkKind, WorkScope};
 
-use super::support::{T0, admit, deciding, decode, encode, run_id, workflow};
+use super::support::{T0, admit, deciding, decode, run_id, with_actions, workflow};
 use super::{LEASE_MS, ok};
 
 pub(crate) async fn the_restore_hold_is_placed_once_and_released(store: &Store) {
@@ -31,7 +31,7 @@ pub(crate) async fn receipts_are_claimed_on_held_runs_and_alone_in_recovery(stor
     let ask = |snapshot: &[u8]| -> Result<Decision, String> {
         let run = decode(snapshot)?;
         let actions = vec![Action::RequestReceipt { step: "send-notice".into() }];
-        Ok(Decision { actions, snapshot: encode(&run), state: run.state, held: run.held })
+        Ok(with_actions(&run, actions))
     };
     ok(store.apply(&run_id(2), T0 + 1, ask).await, "receipt requested");
     ok(store.apply(&run_id(2), T0 + 2, deciding(&wf, &Event::RestoreHoldPlaced, T0 + 2)).await, "hold");

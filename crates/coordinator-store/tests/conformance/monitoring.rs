@@ -11,7 +11,7 @@ use coordinator_core::model::run::RunState;
 use coordinator_store::{AttentionCount, AttentionReason, Decision, NewRun, QueueHeads, Store, StoreError, WorkKind};
 use sqlx::{Connection, PgConnection};
 
-use super::support::{T0, TestDb, admit, deciding, decode, encode, first, new_run, run_id, workflow};
+use super::support::{T0, TestDb, admit, deciding, decode, first, new_run, run_id, with_actions, workflow};
 use super::{LEASE_MS, accepted_read, ok};
 
 /// A failure guard: a ping answers or fails at once; a hang would last until
@@ -33,8 +33,9 @@ pub(crate) async fn ping_answers_while_a_writer_holds_the_database(store: &Store
                 let _ = entered.send(());
                 tokio::task::block_in_place(|| released.recv_timeout(GUARD))
                     .map_err(|e| format!("never released: {e}"))?;
-                let (state, held) = (RunState::Running, false);
-                Ok::<_, String>(Decision { actions: Vec::new(), snapshot: snapshot.to_vec(), state, held })
+                let (state, held, outcome, attention_step) = (RunState::Running, false, None, None);
+                let snapshot = snapshot.to_vec();
+                Ok::<_, String>(Decision { actions: Vec::new(), snapshot, state, held, outcome, attention_step })
             };
             store.apply(&id, T0 + 1, hold_on).await
         })
@@ -90,7 +91,7 @@ pub(crate) async fn queue_heads_are_the_oldest_claimable_due_rows(store: &Store)
     let ask = |snapshot: &[u8]| -> Result<Decision, String> {
         let run = decode(snapshot)?;
         let actions = vec![Action::RequestReceipt { step: "send-notice".into() }];
-        Ok(Decision { actions, snapshot: encode(&run), state: run.state, held: run.held })
+        Ok(with_actions(&run, actions))
     };
     ok(store.apply(&run_id(1), T0 + 5, ask).await, "receipt requested");
     // Leased rows do not count while their lease lasts, then by their due time.

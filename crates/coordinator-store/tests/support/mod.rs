@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use coordinator_core::check::{ProjectSource, SourceError, check_project};
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::event::Event;
-use coordinator_core::machine::run::Run;
+use coordinator_core::machine::run::{Attention, Run};
 use coordinator_core::machine::time::Instant;
 use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_functions::Limits;
@@ -158,7 +158,24 @@ pub fn workflow() -> Workflow {
 
 /// A decision carrying a run's snapshot as JSON (the service seals it; the store does not care).
 pub fn decision(run: &Run, transition: &Transition) -> Decision {
-    Decision { actions: transition.actions.clone(), snapshot: encode(run), state: run.state, held: run.held }
+    with_actions(run, transition.actions.clone())
+}
+
+/// A decision of `actions` leaving the run as `run` is, its listing columns
+/// copied from it as the service copies them.
+pub fn with_actions(run: &Run, actions: Vec<coordinator_core::machine::action::Action>) -> Decision {
+    let attention_step = match &run.attention {
+        Some(Attention::UnknownEffect { step }) => Some(step.clone()),
+        Some(Attention::RestoreHold) | None => None,
+    };
+    Decision {
+        actions,
+        snapshot: encode(run),
+        state: run.state,
+        held: run.held,
+        outcome: run.outcome.clone(),
+        attention_step,
+    }
 }
 
 /// The snapshot bytes of a run (JSON; the service seals them).

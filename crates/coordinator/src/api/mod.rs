@@ -27,6 +27,7 @@ mod openapi;
 mod operator;
 mod packages;
 mod request_log;
+pub(crate) use request_log::SubjectSlot;
 mod runs;
 
 use std::sync::Arc;
@@ -51,8 +52,8 @@ use auth::Caller;
 /// What every handler can reach: the engine and the access rules.
 #[derive(Debug, Clone)]
 pub struct ApiState {
-    engine: Arc<Engine>,
-    access: Arc<Access>,
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) access: Arc<Access>,
 }
 
 impl FromRef<ApiState> for Arc<Engine> {
@@ -147,6 +148,7 @@ pub fn app(engine: Arc<Engine>, access: Arc<Access>) -> Router {
     table()
         .into_iter()
         .fold(Router::new(), |router, (endpoint, handler)| router.route(endpoint.path, handler))
+        .merge(crate::console::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), request_log::log))
         .with_state(state)
 }

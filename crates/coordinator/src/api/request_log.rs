@@ -28,11 +28,11 @@ const REQUEST_ID_MAX: usize = 64;
 
 /// Where the `Caller` extractor leaves the authenticated subject for the log line.
 #[derive(Debug, Clone, Default)]
-pub(super) struct SubjectSlot(Arc<Mutex<Option<String>>>);
+pub(crate) struct SubjectSlot(Arc<Mutex<Option<String>>>);
 
 impl SubjectSlot {
     /// Records the subject the request authenticated as.
-    pub(super) fn set(&self, subject: &str) {
+    pub(crate) fn set(&self, subject: &str) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(subject.to_owned());
     }
 

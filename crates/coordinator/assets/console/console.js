@@ -1,0 +1,53 @@
+// The operator console's one script: progressive enhancement only — every
+// page works without it. It keeps regions marked `data-live` current: a
+// server-sent event from /console/live says something changed, and the
+// region's own URL (with `fragment=1`) is fetched again and swapped in. When
+// the event stream is unavailable it polls every five seconds instead. A
+// region is not swapped while focus or a text selection is inside it.
+(function () {
+  "use strict";
+  var regions = Array.prototype.slice.call(document.querySelectorAll("[data-live]"));
+  if (regions.length === 0) { return; }
+  var status = document.querySelector(".live-status");
+  var pending = false;
+  function say(text) { if (status) { status.textContent = text; } }
+  function busy(region) {
+    var active = document.activeElement;
+    if (active && active !== document.body && region.contains(active)) { return true; }
+    var selection = window.getSelection && window.getSelection();
+    return !!(selection && !selection.isCollapsed && region.contains(selection.anchorNode));
+  }
+  function refresh() {
+    if (pending || document.hidden) { return; }
+    pending = true;
+    Promise.all(regions.map(function (region) {
+      if (busy(region)) { return Promise.resolve(); }
+      var url = new URL(region.getAttribute("data-live"), window.location.href);
+      url.searchParams.set("fragment", "1");
+      return fetch(url.toString(), { credentials: "same-origin", headers: { "Accept": "text/html" } })
+        .then(function (response) {
+          if (response.redirected || !response.ok) { throw new Error("status " + response.status); }
+          return response.text();
+        })
+        .then(function (html) { region.innerHTML = html; });
+    })).then(function () {
+      say("Updated " + new Date().toLocaleTimeString());
+    }, function () {
+      say("Could not update; showing the last state");
+    }).then(function () { pending = false; });
+  }
+  var polling = null;
+  function poll() { if (!polling) { polling = window.setInterval(refresh, 5000); say("Updating every 5 s"); } }
+  if (window.EventSource) {
+    var source = new EventSource("/console/live");
+    source.addEventListener("changed", refresh);
+    source.addEventListener("open", function () {
+      if (polling) { window.clearInterval(polling); polling = null; }
+      say("Live");
+    });
+    source.addEventListener("error", function () { poll(); });
+  } else {
+    poll();
+  }
+  document.addEventListener("visibilitychange", function () { if (!document.hidden) { refresh(); } });
+})();

@@ -1,0 +1,391 @@
+//! Operator actions from the console: cancel, retry-same and reconcile, one
+//! run at a time or in bulk over a selection of the attention inbox.
+//!
+//! Every action is confirmed first: its page says what it will do, computed
+//! by the pure machine on the run's current snapshot as a dry run
+//! (`preview`, nothing written) — or that the rules refuse it, and why. The
+//! form asks for a reason, which the journal records with the command (an
+//! `operator` entry `reason given: …`, beside the machine's own, with the
+//! operator's subject). A bulk action previews each run of the selection
+//! (at most [`BULK_MAX`], oldest in attention first), acts only on the runs
+//! it previewed, and reports a result per run. Every POST checks the
+//! session's CSRF token and the `operate` role for the run's workflow, as the
+//! API does.
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use coordinator_core::model::runtime::Role;
+use coordinator_store::{AttentionReason, ListFilter};
+use serde::Deserialize;
+
+use super::run::visible;
+use super::runs::{encode, internal};
+use super::{Chrome, Page, Viewer, page, problem};
+use crate::api::ApiState;
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::inspection::RecoveryAction;
+use crate::preview::{self, Preview};
+
+/// The most runs one bulk action acts on.
+pub(crate) const BULK_MAX: u32 = 100;
+/// The longest reason kept.
+const REASON_MAX: usize = 500;
+
+fn action_of(slug: &str) -> Option<RecoveryAction> {
+    match slug {
+        "reconcile" => Some(RecoveryAction::Reconcile),
+        "retry-same" => Some(RecoveryAction::RetrySame),
+        "cancel" => Some(RecoveryAction::Cancel),
+        _ => None,
+    }
+}
+
+fn words(action: RecoveryAction) -> (&'static str, &'static str) {
+    match action {
+        RecoveryAction::Reconcile => {
+            ("Reconcile", "looks up the receipt of the call's original idempotency key; nothing is sent again")
+        }
+        RecoveryAction::RetrySame => {
+            ("Retry with the same key", "sends the saved command again with its original idempotency key")
+        }
+        RecoveryAction::Cancel => ("Cancel", "asks the run to stop along its cancel route"),
+    }
+}
+
+/// A reason as kept: trimmed, control characters dropped, at most [`REASON_MAX`] characters.
+fn reason_of(text: &str) -> Option<String> {
+    let clean: String = text.trim().chars().filter(|c| !c.is_control() || *c == ' ').take(REASON_MAX).collect();
+    (!clean.is_empty()).then_some(clean)
+}
+
+/// `?step=` of an action.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct StepQuery {
+    #[serde(default)]
+    step: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/confirm.html")]
+struct ConfirmPage {
+    chrome: Chrome,
+    run: String,
+    slug: String,
+    step: String,
+    label: &'static str,
+    means: &'static str,
+    changes: Vec<String>,
+    refused: Option<String>,
+    problem: Option<String>,
+}
+
+impl Page for ConfirmPage {}
+
+/// The preview of `action` on run `id` at `step`, for the viewer (who must operate).
+async fn dry_run(
+    engine: &Engine,
+    viewer: &Viewer,
+    id: &str,
+    action: RecoveryAction,
+    step: &str,
+) -> Result<Preview, Response> {
+    let row = visible(engine, viewer, id, Role::Operate).await?;
+    let (run, wf) = engine.opened(&row).await.map_err(internal)?;
+    let now = coordinator_core::machine::time::Instant(engine.now());
+    Ok(preview::preview(&wf, &run, now, engine.settings(), &preview::command(action, step)))
+}
+
+fn split(dry: &Preview) -> (Vec<String>, Option<String>) {
+    match dry {
+        Preview::Applies { changes } => (changes.clone(), None),
+        Preview::Refused { code, message } => (Vec::new(), Some(format!("{message} ({code})"))),
+        Preview::Ignored { reason } => (Vec::new(), Some(format!("There is nothing to do: {reason}."))),
+    }
+}
+
+/// `GET /console/runs/{id}/actions/{action}`: the confirmation.
+pub(super) async fn confirm(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    Path((id, slug)): Path<(String, String)>,
+    Query(query): Query<StepQuery>,
+) -> Response {
+    let Some(action) = action_of(&slug) else {
+        return problem(StatusCode::NOT_FOUND, "The actions are cancel, retry-same and reconcile.");
+    };
+    let step = query.step.trim().to_owned();
+    if action != RecoveryAction::Cancel && step.is_empty() {
+        return problem(StatusCode::BAD_REQUEST, "Name the call: ?step=STEP.");
+    }
+    let dry = match dry_run(&state.engine, &viewer, &id, action, &step).await {
+        Ok(dry) => dry,
+        Err(response) => return response,
+    };
+    let (changes, refused) = split(&dry);
+    let (label, means) = words(action);
+    let chrome = Chrome::of(&state.engine, &viewer, "runs").await;
+    page(&ConfirmPage { chrome, run: id, slug, step, label, means, changes, refused, problem: None }, StatusCode::OK)
+}
+
+/// The confirmation form.
+#[derive(Deserialize)]
+pub(super) struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    step: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /console/runs/{id}/actions/{action}`: the action, then the run's page.
+pub(super) async fn perform(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    Path((id, slug)): Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if let Err(refused) = viewer.check(&form.csrf) {
+        return refused;
+    }
+    let Some(action) = action_of(&slug) else {
+        return problem(StatusCode::NOT_FOUND, "The actions are cancel, retry-same and reconcile.");
+    };
+    let engine = &state.engine;
+    if let Err(response) = visible(engine, &viewer, &id, Role::Operate).await {
+        return response;
+    }
+    let step = form.step.trim().to_owned();
+    let Some(reason) = reason_of(&form.reason) else {
+        let problem = "Say why: the journal records the reason with the action.".to_owned();
+        return again(engine, &viewer, &id, &slug, action, &step, problem, StatusCode::BAD_REQUEST).await;
+    };
+    let event = preview::command(action, &step);
+    match engine.handle_as_because(&id, &event, engine.now(), viewer.principal.subject(), &reason).await {
+        Ok(()) | Err(EngineError::Ignored(_)) => Redirect::to(&format!("/console/runs/{id}")).into_response(),
+        Err(EngineError::Refused { code }) => {
+            let problem = format!("The rules refused it just now ({code}).");
+            again(engine, &viewer, &id, &slug, action, &step, problem, StatusCode::CONFLICT).await
+        }
+        Err(e) => internal(e),
+    }
+}
+
+/// The confirmation again, with what went wrong.
+#[allow(clippy::too_many_arguments, reason = "the parts of one confirmation page")]
+async fn again(
+    engine: &Engine,
+    viewer: &Viewer,
+    id: &str,
+    slug: &str,
+    action: RecoveryAction,
+    step: &str,
+    problem: String,
+    status: StatusCode,
+) -> Response {
+    let dry = match dry_run(engine, viewer, id, action, step).await {
+        Ok(dry) => dry,
+        Err(response) => return response,
+    };
+    let (changes, refused) = split(&dry);
+    let (label, means) = words(action);
+    let chrome = Chrome::of(engine, viewer, "runs").await;
+    let view = ConfirmPage {
+        chrome,
+        run: id.to_owned(),
+        slug: slug.to_owned(),
+        step: step.to_owned(),
+        label,
+        means,
+        changes,
+        refused,
+        problem: Some(problem),
+    };
+    page(&view, status)
+}
+
+/// The selection of a bulk action (as the inbox links to it).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct BulkQuery {
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    workflow: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    step: String,
+}
+
+/// One run of a bulk action: what the preview said, or what happened.
+#[derive(Debug, Clone)]
+pub(crate) struct BulkRow {
+    pub(crate) run: String,
+    pub(crate) outcome: String,
+    pub(crate) ok: bool,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/bulk.html")]
+struct BulkPage {
+    chrome: Chrome,
+    action: String,
+    label: &'static str,
+    means: &'static str,
+    workflow: String,
+    step: String,
+    rows: Vec<BulkRow>,
+    runs: String,
+    applicable: usize,
+    more: bool,
+    done: bool,
+}
+
+impl Page for BulkPage {}
+
+/// `GET /console/bulk`: the selection previewed run by run.
+pub(super) async fn bulk_preview(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    Query(query): Query<BulkQuery>,
+) -> Response {
+    let engine = &state.engine;
+    let Some(action) = action_of(&query.action) else {
+        return problem(StatusCode::BAD_REQUEST, "action is cancel, retry-same or reconcile");
+    };
+    let workflow = query.workflow.trim().to_owned();
+    if workflow.is_empty() || !viewer.principal.holds(Role::Operate, &workflow) {
+        return super::forbidden(Role::Operate, Some(&workflow));
+    }
+    let attention = match query.reason.as_str() {
+        "restore-hold" => AttentionReason::RestoreHold,
+        _ => AttentionReason::UnknownEffect,
+    };
+    let step = query.step.trim().to_owned();
+    let filter = ListFilter {
+        workflow: Some(workflow.clone()),
+        attention: Some(attention),
+        step: (!step.is_empty()).then(|| step.clone()),
+        ..ListFilter::default()
+    };
+    let (selected, next) = match engine.store().attention_runs(&filter, None, BULK_MAX).await {
+        Ok(found) => found,
+        Err(e) => return internal(e.into()),
+    };
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    for row in &selected {
+        let outcome = match dry_run(engine, &viewer, &row.id, action, &step).await {
+            Ok(Preview::Applies { changes }) => {
+                runs.push(row.id.clone());
+                BulkRow { run: row.id.clone(), outcome: changes.join("; "), ok: true }
+            }
+            Ok(other) => BulkRow { run: row.id.clone(), outcome: split(&other).1.unwrap_or_default(), ok: false },
+            Err(_) => BulkRow { run: row.id.clone(), outcome: "not available to you".to_owned(), ok: false },
+        };
+        rows.push(outcome);
+    }
+    let (label, means) = words(action);
+    let chrome = Chrome::of(engine, &viewer, "attention").await;
+    let view = BulkPage {
+        chrome,
+        action: query.action.clone(),
+        label,
+        means,
+        workflow,
+        step,
+        applicable: runs.len(),
+        runs: runs.join(","),
+        rows,
+        more: next.is_some(),
+        done: false,
+    };
+    page(&view, StatusCode::OK)
+}
+
+/// The bulk form: the runs previewed, the action, the reason.
+#[derive(Deserialize)]
+pub(super) struct BulkForm {
+    #[serde(default)]
+    csrf: String,
+    action: String,
+    #[serde(default)]
+    workflow: String,
+    #[serde(default)]
+    step: String,
+    #[serde(default)]
+    runs: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /console/bulk`: the action on each previewed run, a result per run.
+pub(super) async fn bulk_perform(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    Form(form): Form<BulkForm>,
+) -> Response {
+    if let Err(refused) = viewer.check(&form.csrf) {
+        return refused;
+    }
+    let engine = &state.engine;
+    let Some(action) = action_of(&form.action) else {
+        return problem(StatusCode::BAD_REQUEST, "action is cancel, retry-same or reconcile");
+    };
+    let runs: Vec<&str> = form.runs.split(',').map(str::trim).filter(|r| !r.is_empty()).collect();
+    if runs.len() > usize::try_from(BULK_MAX).unwrap_or(usize::MAX) {
+        return problem(StatusCode::BAD_REQUEST, format!("a bulk action takes at most {BULK_MAX} runs"));
+    }
+    let (label, means) = words(action);
+    let Some(reason) = reason_of(&form.reason) else {
+        let back = format!(
+            "/console/bulk?action={}&workflow={}&reason=unknown-effect&step={}",
+            encode(&form.action),
+            encode(&form.workflow),
+            encode(&form.step)
+        );
+        return problem(StatusCode::BAD_REQUEST, format!("Say why: the journal records the reason. Go back: {back}"));
+    };
+    let event = preview::command(action, form.step.trim());
+    let mut rows = Vec::new();
+    for run in runs {
+        let row = match visible(engine, &viewer, run, Role::Operate).await {
+            Ok(_) => {
+                match engine.handle_as_because(run, &event, engine.now(), viewer.principal.subject(), &reason).await {
+                    Ok(()) => BulkRow { run: run.to_owned(), outcome: "done".to_owned(), ok: true },
+                    Err(EngineError::Ignored(why)) => {
+                        BulkRow { run: run.to_owned(), outcome: format!("nothing to do: {why}"), ok: false }
+                    }
+                    Err(EngineError::Refused { code }) => {
+                        BulkRow { run: run.to_owned(), outcome: format!("refused ({code})"), ok: false }
+                    }
+                    Err(e) => {
+                        tracing::warn!(run_id = run, error = %e, "a bulk action on a run failed");
+                        BulkRow { run: run.to_owned(), outcome: "failed; the log says why".to_owned(), ok: false }
+                    }
+                }
+            }
+            Err(_) => BulkRow { run: run.to_owned(), outcome: "not available to you".to_owned(), ok: false },
+        };
+        rows.push(row);
+    }
+    let chrome = Chrome::of(engine, &viewer, "attention").await;
+    let applicable = rows.iter().filter(|r| r.ok).count();
+    let view = BulkPage {
+        chrome,
+        action: form.action.clone(),
+        label,
+        means,
+        workflow: form.workflow.clone(),
+        step: form.step.clone(),
+        rows,
+        runs: String::new(),
+        applicable,
+        more: false,
+        done: true,
+    };
+    page(&view, StatusCode::OK)
+}

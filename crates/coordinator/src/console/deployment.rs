@@ -1,0 +1,180 @@
+//! The deployment page (`/console/deployment`): the active revision of each
+//! workflow and its package digest, the restore hold (placed or not; place
+//! and release for those who operate every workflow, as `POST|DELETE
+//! /v1/restore-hold` requires), and the audit chain's head with a "verify
+//! now" that recomputes the whole chain from the sealed entries
+//! (`coordinator_core::audit::Verifier`: the entries are checked, not the
+//! service's word).
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use coordinator_core::audit::Verifier;
+use coordinator_core::model::runtime::Role;
+use serde::Deserialize;
+
+use super::runs::{internal, short};
+use super::{Chrome, Page, Viewer, forbidden, page, rfc3339};
+use crate::api::ApiState;
+use crate::engine::Engine;
+use crate::error::EngineError;
+
+/// One workflow's active revision.
+#[derive(Debug, Clone)]
+pub(crate) struct ActiveView {
+    pub(crate) workflow: String,
+    pub(crate) revision: String,
+    pub(crate) short: String,
+    pub(crate) digest: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/deployment.html")]
+struct DeploymentPage {
+    chrome: Chrome,
+    active: Vec<ActiveView>,
+    held_runs: u64,
+    may_hold: bool,
+    head_position: i64,
+    head_hash: String,
+    verified: Option<String>,
+    tampered: Option<String>,
+    recovery_only: bool,
+}
+
+impl Page for DeploymentPage {}
+
+async fn render(engine: &Engine, viewer: &Viewer, verified: Option<String>, tampered: Option<String>) -> Response {
+    let built = async {
+        let active = engine
+            .store()
+            .active_revisions()
+            .await?
+            .into_iter()
+            .filter(|a| {
+                viewer.principal.holds(Role::Read, &a.workflow) || viewer.principal.holds(Role::Operate, &a.workflow)
+            })
+            .map(|a| ActiveView {
+                short: short(&a.revision),
+                workflow: a.workflow,
+                revision: a.revision,
+                digest: a.digest,
+            })
+            .collect();
+        let hold = engine.restore_hold().await?;
+        let head = engine.store().audit(None, 0, 1).await?.head;
+        Ok::<_, EngineError>((active, hold.held_runs, head))
+    };
+    let (active, held_runs, head) = match built.await {
+        Ok(parts) => parts,
+        Err(e) => return internal(e),
+    };
+    let chrome = Chrome::of(engine, viewer, "deployment").await;
+    let view = DeploymentPage {
+        chrome,
+        active,
+        held_runs,
+        may_hold: viewer.principal.holds_everywhere(Role::Operate),
+        head_position: head.position,
+        head_hash: head.hash,
+        verified,
+        tampered,
+        recovery_only: engine.is_recovery_only(),
+    };
+    page(&view, StatusCode::OK)
+}
+
+/// `GET /console/deployment`.
+pub(super) async fn page_of(viewer: Viewer, State(state): State<ApiState>) -> Response {
+    render(&state.engine, &viewer, None, None).await
+}
+
+/// The hold form.
+#[derive(Deserialize)]
+pub(super) struct HoldForm {
+    #[serde(default)]
+    csrf: String,
+    /// `place` or `release`.
+    change: String,
+}
+
+/// `POST /console/restore-hold`: place or release it, then the deployment page.
+pub(super) async fn hold(viewer: Viewer, State(state): State<ApiState>, Form(form): Form<HoldForm>) -> Response {
+    if let Err(refused) = viewer.check(&form.csrf) {
+        return refused;
+    }
+    if !viewer.principal.holds_everywhere(Role::Operate) {
+        return forbidden(Role::Operate, Some("*"));
+    }
+    let engine = &state.engine;
+    let subject = viewer.principal.subject();
+    let changed = match form.change.as_str() {
+        "place" => engine.place_restore_hold(subject).await,
+        "release" => engine.release_restore_hold(subject).await,
+        _ => return super::problem(StatusCode::BAD_REQUEST, "change is `place` or `release`"),
+    };
+    match changed {
+        Ok(_) => Redirect::to("/console/deployment").into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+/// The verify form.
+#[derive(Deserialize)]
+pub(super) struct VerifyForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `POST /console/audit/verify`: the whole chain recomputed now.
+pub(super) async fn verify(viewer: Viewer, State(state): State<ApiState>, Form(form): Form<VerifyForm>) -> Response {
+    if let Err(refused) = viewer.check(&form.csrf) {
+        return refused;
+    }
+    if !viewer.principal.holds_everywhere(Role::Operate) {
+        return forbidden(Role::Operate, Some("*"));
+    }
+    let engine = &state.engine;
+    let checked = async {
+        loop {
+            if engine.store().seal_audit(crate::sealer::BATCH).await? < u64::from(crate::sealer::BATCH) {
+                break;
+            }
+        }
+        let mut verifier = Verifier::new();
+        let mut after = 0;
+        let first = engine.store().audit(None, 0, 1).await?;
+        let head = first.head;
+        loop {
+            let page = engine.store().audit(None, after, 1000).await?;
+            for entry in &page.entries {
+                if let Err(tampering) = verifier.feed(entry) {
+                    return Ok(Err(tampering));
+                }
+            }
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        Ok::<_, EngineError>(verifier.finish(&head))
+    };
+    match checked.await {
+        Ok(Ok(verified)) => {
+            let text = format!(
+                "{} entries checked at {}: the chain is intact up to position {} ({}).",
+                verified.checked,
+                rfc3339(engine.now()),
+                verified.head.position,
+                verified.head.hash
+            );
+            render(engine, &viewer, Some(text), None).await
+        }
+        Ok(Err(tampering)) => {
+            let text = format!("The chain is broken at {tampering} ({}).", tampering.problem.code());
+            render(engine, &viewer, None, Some(text)).await
+        }
+        Err(e) => internal(e),
+    }
+}

@@ -1,0 +1,209 @@
+// The operator console in a real browser: Debian's chromium, driven by
+// playwright-core. Started by crates/coordinator/tests/console_browser.rs,
+// which sets a deployment up and passes what it made as one JSON argument:
+// {url, token, readerToken, revision, attention: {reconcile, retrySame, cancel, bulk: [...], reader}, shots}.
+// Every check that fails throws, and the process exits 1 with the reason.
+import { chromium } from "playwright-core";
+import { readFileSync, mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const config = JSON.parse(process.argv[2]);
+const { url, token, readerToken, revision, attention, shots } = config;
+mkdirSync(shots, { recursive: true });
+const GUARD = 120_000;
+
+function check(condition, message) {
+  if (!condition) { throw new Error(message); }
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+    "--disable-quic", "--disable-component-update", "--disable-sync"],
+});
+const results = [];
+let shot = 0;
+
+async function snap(page, name) {
+  shot += 1;
+  await page.screenshot({ path: `${shots}/${String(shot).padStart(2, "0")}-${name}.png`, fullPage: true });
+}
+
+// axe-core on the page as it is: no serious or critical violation.
+async function accessible(page, name) {
+  await page.evaluate(axeSource);
+  const found = await page.evaluate(async () => {
+    const report = await window.axe.run(document, { resultTypes: ["violations"] });
+    return report.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+  });
+  check(found.length === 0, `accessibility of ${name}: ${found.join("; ")}`);
+}
+
+async function signIn(context, bearer) {
+  const page = await context.newPage();
+  page.on("console", (m) => console.error(`[page ${m.type()}] ${m.text()}`));
+  page.on("pageerror", (e) => console.error(`[page error] ${e.message}`));
+  await page.goto(`${url}/console/runs`);
+  check(page.url().includes("/console/sign-in"), `not sent to sign in: ${page.url()}`);
+  await accessible(page, "sign-in");
+  await page.getByLabel("Bearer token").fill(bearer);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/console\/runs/);
+  return page;
+}
+
+async function stateOf(page) {
+  return (await page.locator("#run-state").textContent()).trim();
+}
+
+async function waitForState(page, wanted) {
+  await page.waitForFunction(
+    (w) => { const s = document.querySelector("#run-state"); return s && s.textContent.trim() === w; },
+    wanted, { timeout: GUARD });
+}
+
+// Confirms an action from a run's page: the confirmation's dry run, a reason, the result.
+async function act(page, run, label, reason) {
+  await page.goto(`${url}/console/runs/${run}`);
+  await page.getByRole("link", { name: `${label}…` }).first().click();
+  await page.waitForSelector("#action-preview");
+  const preview = await page.locator("#action-preview").textContent();
+  check(preview.includes("What it will do"), `no dry run on the confirmation of ${label}`);
+  await accessible(page, `confirmation of ${label}`);
+  await page.getByLabel(/Reason/).fill(reason);
+  await page.locator("#confirm").click();
+  await page.waitForURL(new RegExp(`/console/runs/${run}$`));
+}
+
+let page = null;
+try {
+  const context = await browser.newContext();
+  page = await signIn(context, token);
+  await accessible(page, "runs");
+  await snap(page, "runs");
+
+  // The flagship, admitted now, finishes on its page without a reload.
+  const admitted = await page.evaluate(async ({ url, token, revision }) => {
+    const input = { applicationId: "0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10", recipient: { kind: "person", id: "person-4711" } };
+    const r = await fetch(`${url}/v1/runs`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ workflow: "reviewed-notice", revision, idempotencyKey: "browser-flagship", input }) });
+    return (await r.json()).runId;
+  }, { url, token, revision });
+  check(typeof admitted === "string", "the flagship was not admitted");
+  await page.goto(`${url}/console/runs`);
+  await page.waitForSelector(`tr[data-run="${admitted}"]`, { timeout: GUARD });
+  await page.goto(`${url}/console/runs/${admitted}`);
+  await page.evaluate(() => { window.__notReloaded = true; });
+  await waitForState(page, "finished");
+  check(await page.evaluate(() => window.__notReloaded === true), "the page was reloaded to show the finish");
+  check((await page.locator("#output").count()) === 1, "the published output is not shown");
+  await accessible(page, "run");
+  await snap(page, "run-finished");
+  results.push("the flagship finished live");
+
+  // Filters are kept in the URL and survive a reload.
+  await page.goto(`${url}/console/runs`);
+  await page.getByLabel("State").selectOption("attention");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await page.waitForURL(/state=attention/);
+  await page.reload();
+  check((await page.getByLabel("State").inputValue()) === "attention", "the state filter did not survive a reload");
+  check((await page.locator(`tr[data-run="${admitted}"]`).count()) === 0, "a finished run under state=attention");
+  await snap(page, "runs-attention");
+  results.push("filters survive a reload");
+
+  // The attention inbox groups the uncertain notices.
+  await page.goto(`${url}/console/attention`);
+  check((await page.locator("#groups").textContent()).includes("send-notice"), "the inbox has no send-notice group");
+  await accessible(page, "attention");
+  await snap(page, "attention");
+
+  // Reconcile, retry-same and cancel through their confirmations.
+  await act(page, attention.reconcile, "Reconcile", "the notice went out; its receipt settles it");
+  await waitForState(page, "finished");
+  await snap(page, "reconciled");
+  await act(page, attention.retrySame, "Retry with the same key", "messaging deduplicates by key");
+  await waitForState(page, "finished");
+  await act(page, attention.cancel, "Cancel the run", "the applicant withdrew");
+  await page.waitForFunction(() => /cancel/.test(document.querySelector("#run-state").textContent), null, { timeout: GUARD });
+  const journal = await page.locator("#journal").textContent();
+  check(journal.includes("reason given: the applicant withdrew"), "the journal lacks the cancel's reason");
+  results.push("reconcile, retry-same and cancel confirmed and applied");
+
+  // A reader sees no action, and a forged POST is forbidden.
+  const readerContext = await browser.newContext();
+  const reader = await signIn(readerContext, readerToken);
+  await reader.goto(`${url}/console/runs/${attention.reader}`);
+  check((await reader.locator("#run-state").textContent()).trim() === "attention", "the reader's run is not in attention");
+  check((await reader.getByRole("link", { name: /Reconcile|Retry|Cancel/ }).count()) === 0, "a reader is offered actions");
+  await snap(reader, "reader");
+  const forged = await reader.evaluate(async ({ url, run }) => {
+    const form = document.querySelector("input[name=csrf]");
+    const csrf = form ? form.value : "";
+    const r = await fetch(`${url}/console/runs/${run}/actions/cancel`, { method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" }, body: `csrf=${encodeURIComponent(csrf)}&reason=forged` });
+    return r.status;
+  }, { url, run: attention.reader });
+  check(forged === 403, `a reader's forged POST answered ${forged}`);
+  results.push("a reader sees no action; a forged POST is 403");
+
+
+  // A bulk reconcile of three.
+  await page.goto(`${url}/console/attention?workflow=reviewed-notice&reason=unknown-effect&step=send-notice`);
+  await page.getByRole("link", { name: "Reconcile all…" }).click();
+  await page.waitForSelector("#bulk-runs");
+  for (const run of attention.bulk) {
+    check((await page.locator(`#bulk-runs tr[data-run="${run}"][data-ok="true"]`).count()) === 1, `bulk preview lacks ${run}`);
+  }
+  await accessible(page, "bulk preview");
+  await page.getByLabel(/Reason/).fill("messaging was down for a minute");
+  await page.locator("#confirm").click();
+  await page.waitForSelector("#bulk-done");
+  for (const run of attention.bulk) {
+    check((await page.locator(`#bulk-runs tr[data-run="${run}"][data-ok="true"]`).count()) === 1, `bulk result lacks ${run}`);
+  }
+  await snap(page, "bulk-done");
+  results.push("bulk reconcile of three");
+
+  // A POST without the CSRF token is refused.
+  const noCsrf = await page.evaluate(async ({ url, run }) => {
+    const r = await fetch(`${url}/console/runs/${run}/actions/cancel`, { method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" }, body: "reason=forged" });
+    return r.status;
+  }, { url, run: attention.reader });
+  check(noCsrf === 422 || noCsrf === 403, `a POST without CSRF answered ${noCsrf}`);
+  results.push(`a POST without CSRF refused (${noCsrf})`);
+
+  // The restore hold's banner appears on every page and goes.
+  await page.goto(`${url}/console/deployment`);
+  await accessible(page, "deployment");
+  await page.locator("#place-hold").click();
+  await page.waitForSelector("#hold-banner");
+  await page.goto(`${url}/console/runs`);
+  check((await page.locator("#hold-banner").count()) === 1, "no banner on the runs page while the hold is placed");
+  await snap(page, "hold-banner");
+  await page.goto(`${url}/console/deployment`);
+  await page.locator("#release-hold").click();
+  await page.waitForSelector("#hold-state");
+  check((await page.locator("#hold-banner").count()) === 0, "the banner stayed after the release");
+  await page.locator("#verify").click();
+  await page.waitForSelector("#audit-verified");
+  results.push("hold banner placed and released; chain verified");
+
+  console.log(JSON.stringify({ ok: true, results }));
+} catch (error) {
+  console.error(error && error.stack ? error.stack : String(error));
+  if (page) {
+    console.error(`[at] ${page.url()}`);
+    await snap(page, "failure").catch(() => {});
+    console.error(await page.content().catch(() => ""));
+  }
+  console.log(JSON.stringify({ ok: false, results, error: String(error) }));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
