@@ -10,6 +10,7 @@
 //! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
+//! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
 //! ```
 //!
 //! `pg=sslmode=disable` (any URL query) is added to the PostgreSQL URL the
@@ -19,6 +20,7 @@
 //! temporary directory, or `coordinator_bench_<pid>_<n>` on 127.0.0.1:5432,
 //! dropped afterwards). Figures go to bench/RESULTS.md with the command.
 
+mod console;
 mod load;
 mod stack;
 
@@ -39,7 +41,9 @@ fn main() -> anyhow::Result<()> {
     // `cargo bench` adds `--bench`; everything else is `scenario key=value…`.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let Some((scenario, rest)) = args.split_first() else {
-        bail!("name a scenario: throughput, latency, timers or pgbench (see the top of benches/service/main.rs)");
+        bail!(
+            "name a scenario: throughput, latency, timers, pgbench or console (see the top of benches/service/main.rs)"
+        );
     };
     let options = Options::parse(rest)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(8 << 20).build()?;
@@ -49,7 +53,8 @@ fn main() -> anyhow::Result<()> {
             "latency" => latency(&options).await,
             "timers" => timers(&options).await,
             "pgbench" => pgbench(&options).await,
-            other => bail!("unknown scenario `{other}`: throughput, latency, timers or pgbench"),
+            "console" => console::console(&options).await,
+            other => bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench or console"),
         }
     })
 }

@@ -201,6 +201,7 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
     let url = dev.url();
     let input = project.join("input.json");
     println!("coordinator dev: workflow {} at revision {}", dev.workflow, dev.revision);
+    println!("  console:     {url}/console   (sign in with the operator token)");
     println!("  API:         {url}/v1/runs   (health: {url}/healthz)");
     println!("  simulators:  {url}/sim/{{breg,casework,messaging,scheduling,evaluation}}, tokens at {url}/sim/token");
     println!("  data:        {}", dev.data_dir.display());
@@ -266,6 +267,7 @@ async fn run_serve(config: RuntimeConfig, mode: serve::Mode) -> ExitCode {
         workflow = %service.workflow,
         revision = %service.revision,
         url = %service.url(),
+        console = %format!("{}/console", service.url()),
         owner = service.engine.owner(),
         grace_seconds = service.grace.as_secs(),
         "serving"

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use coordinator_core::machine::Settings;
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::run::Run;
 use coordinator_core::machine::time::Instant;
@@ -148,34 +149,51 @@ pub(super) async fn page_of(
         return page(&RunFragment { body }, StatusCode::OK);
     }
     let chrome = Chrome::of(engine, &viewer, "runs").await;
+    page(&run_page(chrome, body), StatusCode::OK)
+}
+
+/// The whole page of a run.
+fn run_page(chrome: Chrome, body: RunBody) -> RunPage {
     let legend = coordinator_graph::legend()
         .into_iter()
         .map(|entry| LegendEntry { tag: entry.tag, label: entry.label, colour: entry.fill })
         .collect();
-    let live = format!("/console/runs/{id}");
-    page(&RunPage { chrome, body, legend, live }, StatusCode::OK)
+    let live = format!("/console/runs/{}", body.id);
+    RunPage { chrome, body, legend, live }
 }
 
 async fn body(engine: &Engine, viewer: &Viewer, row: RunRow) -> Result<RunBody, EngineError> {
     let (run, wf) = engine.opened(&row).await?;
-    let now = Instant(engine.now());
-    let inspection = inspection::inspect(&wf, &run, now, engine.settings());
     let operates = viewer.principal.holds(Role::Operate, &row.workflow);
-    let steps = inspection.steps.iter().map(|s| step_row(&wf, &run, now, engine, s, operates, &row.id)).collect();
+    let journal = journal(engine, &row.id).await?;
+    Ok(render_body(&wf, &run, &row, Instant(engine.now()), engine.settings(), operates, journal))
+}
+
+/// The live part of a run's page from the run as it stands (pure: snapshot tests use it).
+pub(crate) fn render_body(
+    wf: &Workflow,
+    run: &Run,
+    row: &RunRow,
+    now: Instant,
+    settings: &Settings,
+    operates: bool,
+    journal: Vec<EntryRow>,
+) -> RunBody {
+    let inspection = inspection::inspect(wf, run, now, settings);
+    let steps = inspection.steps.iter().map(|s| step_row(wf, run, now, settings, s, operates, &row.id)).collect();
     let mut run_actions = Vec::new();
     if operates && !run.state.is_terminal() {
-        let cancel = preview::preview(&wf, &run, now, engine.settings(), &preview::command(RecoveryAction::Cancel, ""));
+        let cancel = preview::preview(wf, run, now, settings, &preview::command(RecoveryAction::Cancel, ""));
         run_actions.push(action_view(&row.id, RecoveryAction::Cancel, None, &cancel));
     }
-    let journal = journal(engine, &row.id).await?;
     let output = if run.state == RunState::Finished {
         run.output.as_ref().and_then(|o| serde_json::to_string_pretty(o).ok())
     } else {
         None
     };
-    Ok(RunBody {
+    RunBody {
         id: row.id.clone(),
-        facts: facts(&inspection, &row),
+        facts: facts(&inspection, row),
         state: run.state.as_str(),
         attention: attention_sentence(&inspection),
         steps,
@@ -187,7 +205,7 @@ async fn body(engine: &Engine, viewer: &Viewer, row: RunRow) -> Result<RunBody, 
             "The steps of workflow {}, the run's path and its current step marked; the table of steps says the same.",
             row.workflow
         ),
-    })
+    }
 }
 
 fn facts(inspection: &Inspection, row: &RunRow) -> Vec<(&'static str, String)> {
@@ -230,7 +248,7 @@ fn step_row(
     wf: &Workflow,
     run: &Run,
     now: Instant,
-    engine: &Engine,
+    settings: &Settings,
     view: &StepView,
     operates: bool,
     run_id: &str,
@@ -256,7 +274,7 @@ fn step_row(
         }
         if operates && call.effect == EffectState::Unknown {
             for action in [RecoveryAction::Reconcile, RecoveryAction::RetrySame] {
-                let dry = preview::preview(wf, run, now, engine.settings(), &preview::command(action, &view.step));
+                let dry = preview::preview(wf, run, now, settings, &preview::command(action, &view.step));
                 actions.push(action_view(run_id, action, Some(&view.step), &dry));
             }
         }
@@ -394,3 +412,7 @@ pub(crate) fn marks(run: &Run, wf: &Arc<Workflow>) -> Marks {
     }
     marks
 }
+
+#[cfg(test)]
+#[path = "run_snapshots.rs"]
+mod snapshots;
