@@ -85,6 +85,10 @@ try {
   page = await signIn(context, token);
   await accessible(page, "runs");
   await snap(page, "runs");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await accessible(page, "runs, dark");
+  await snap(page, "runs-dark");
+  await page.emulateMedia({ colorScheme: "light" });
 
   // The flagship, admitted now, finishes on its page without a reload.
   const admitted = await page.evaluate(async ({ url, token, revision }) => {
