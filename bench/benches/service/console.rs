@@ -62,7 +62,8 @@ pub async fn console(options: &Options) -> anyhow::Result<()> {
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
     let signed = client
         .post(format!("{}/console/sign-in", stack.url))
-        .form(&[("token", API_TOKEN), ("next", "/console/runs")])
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={API_TOKEN}&next=%2Fconsole%2Fruns"))
         .send()
         .await?;
     let cookie = signed

@@ -233,3 +233,58 @@ fn unusable_jwks_refuse_the_start() {
         }
     });
 }
+
+#[test]
+fn the_console_signs_in_with_a_jwt_for_no_longer_than_it_lasts() {
+    on_runtime(async {
+        let stack = stack().await;
+        let base = stack.service.url();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut claims = claims("alice");
+        claims["exp"] = json!(now() + 120);
+        let alice = stack.signer.sign(&claims);
+        let signed = http
+            .post(format!("{base}/console/sign-in"))
+            .form(&[("token", alice.as_str())])
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(signed.status().as_u16(), 303);
+        let set = signed.headers().get("set-cookie").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        let max_age: u64 = set
+            .split(';')
+            .find_map(|p| p.trim().strip_prefix("Max-Age="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX);
+        assert!(max_age <= 120, "the session ends with the JWT: {set}");
+        assert!(!set.contains(&alice), "the cookie holds no token");
+        let cookie = set.split(';').next().unwrap_or_default().to_owned();
+        let page = http
+            .get(format!("{base}/console/runs"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(page.status().as_u16(), 200);
+        let html = page.text().await.unwrap_or_default();
+        assert!(html.contains("Signed in as <strong>alice</strong>"), "{html}");
+        // alice only reads and admits: the inbox is for operators.
+        let inbox = http
+            .get(format!("{base}/console/attention"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        assert_eq!(inbox.ok(), Some(403));
+        let forged = http
+            .post(format!("{base}/console/sign-in"))
+            .form(&[("token", format!("{alice}x").as_str())])
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        assert_eq!(forged.ok(), Some(401), "a tampered JWT does not sign in");
+    });
+}
