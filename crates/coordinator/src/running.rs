@@ -128,16 +128,9 @@ impl Running {
 
 /// Seals every pending audit entry (the worker's last commits wrote some).
 async fn seal_to_end(engine: &Engine) {
-    loop {
-        match engine.store().seal_audit(sealer::BATCH).await {
-            Ok(sealed) if sealed >= u64::from(sealer::BATCH) => {}
-            Ok(_) => return,
-            Err(e) => {
-                // Pending entries stay pending; the next process (or a read) seals them.
-                tracing::warn!(error = %e, "draining: sealing the audit journal failed; pending entries are sealed later");
-                return;
-            }
-        }
+    if let Err(e) = sealer::seal_pending(engine).await {
+        // Pending entries stay pending; the next process (or a read) seals them.
+        tracing::warn!(error = %e, "draining: sealing the audit journal failed; pending entries are sealed later");
     }
 }
 

@@ -44,12 +44,7 @@ pub(super) struct AuditQuery {
 
 /// Seals every entry pending now, a batch at a time.
 async fn seal_pending(engine: &Engine) -> Result<(), ApiError> {
-    loop {
-        let sealed = engine.store().seal_audit(crate::sealer::BATCH).await.map_err(EngineError::from)?;
-        if sealed < u64::from(crate::sealer::BATCH) {
-            return Ok(());
-        }
-    }
+    crate::sealer::seal_pending(engine).await.map_err(|e| EngineError::from(e).into())
 }
 
 /// `200 {entries, next, head}`: up to `limit` entries after position `after`

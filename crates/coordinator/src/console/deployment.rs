@@ -137,11 +137,7 @@ pub(super) async fn verify(viewer: Viewer, State(state): State<ApiState>, Form(f
     }
     let engine = &state.engine;
     let checked = async {
-        loop {
-            if engine.store().seal_audit(crate::sealer::BATCH).await? < u64::from(crate::sealer::BATCH) {
-                break;
-            }
-        }
+        crate::sealer::seal_pending(engine).await?;
         let mut verifier = Verifier::new();
         let mut after = 0;
         let first = engine.store().audit(None, 0, 1).await?;

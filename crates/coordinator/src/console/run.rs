@@ -348,12 +348,7 @@ fn action_view(run_id: &str, action: RecoveryAction, step: Option<&str>, dry: &P
 
 /// The run's sealed journal entries, oldest first (pending ones are sealed first, as `GET /v1/audit` does).
 async fn journal(engine: &Engine, run_id: &str) -> Result<Vec<EntryRow>, EngineError> {
-    loop {
-        let sealed = engine.store().seal_audit(crate::sealer::BATCH).await?;
-        if sealed < u64::from(crate::sealer::BATCH) {
-            break;
-        }
-    }
+    crate::sealer::seal_pending(engine).await?;
     let page = engine.store().audit(Some(run_id), 0, 500).await?;
     Ok(page
         .entries
