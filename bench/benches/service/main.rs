@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo build --release -p coordinator
-//! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000]
+//! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000] [pgbench=15]
 //! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
@@ -21,6 +21,7 @@
 //! dropped afterwards). Figures go to bench/RESULTS.md with the command.
 
 mod console;
+mod dbwork;
 mod load;
 mod stack;
 
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
+use dbwork::DbWork;
 use load::{Admitter, admission_buckets, closed_loop, epoch_ms, listed, open_loop, wait_finished};
 use serde_json::json;
 use stack::{Backend, PgScratch, Stack, cpu_seconds, cpu_seconds_of, machine_ticks, memory_kb};
@@ -113,44 +115,84 @@ fn mb(kb: u64) -> String {
     format!("{:.1}", kb as f64 / 1024.0)
 }
 
-/// Admissions/s and completed 3-call runs/s at each concurrency.
+/// Admissions/s and completed 3-call runs/s at each concurrency. On
+/// PostgreSQL each row first runs pgbench's simple-update on the same server
+/// with as many clients for `pgbench` seconds (0: not run), so the row's
+/// figure is also a ratio measured in the same sitting; each row then says
+/// what the database and each process did per run.
 async fn throughput(options: &Options) -> anyhow::Result<()> {
     let backends = options.backends("sqlite,pg")?;
     let runs: usize = options.number("runs", 3000)?;
+    let pgbench_seconds: u64 = options.number("pgbench", 15)?;
     let clients: Vec<usize> =
         options.list("clients", "1,8,32").iter().map(|c| c.parse()).collect::<Result<_, _>>().context("clients")?;
     println!("3-call runs (bench/fixtures/three-calls), {runs} per row, each row on a fresh database and service");
     println!(
-        "| store | clients | admissions/s | admission p50 ms | p99 ms | completed runs/s | first admission → last finish s \
-         | coordinator CPU | bench process CPU | finished (store / list API) |"
+        "| store | clients | admissions/s | admission p50 ms | p99 ms | completed runs/s | pgbench TPS | runs per pgbench transaction \
+         | first admission → last finish s | CPU ms per run: coordinator / bench / postgres | machine busy | finished (store / list API) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut details = Vec::new();
+    let mut completed: BTreeMap<(Backend, usize), f64> = BTreeMap::new();
     for backend in backends {
         for &c in &clients {
+            let tps = match backend {
+                Backend::Pg if pgbench_seconds > 0 => Some(run_pgbench(c, pgbench_seconds).await?.tps),
+                _ => None,
+            };
             let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
             let admitter =
                 Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "tp", three_calls_input)?);
-            let (coord0, self0) = (cpu_seconds(Some(stack.pid))?, cpu_seconds(None)?);
+            let pg = stack.observer.pg_pool();
+            if let Some(pool) = pg {
+                DbWork::prepare(pool).await;
+            }
+            let work0 = match pg {
+                Some(pool) => Some(DbWork::read(pool, Duration::ZERO).await?),
+                None => None,
+            };
+            let cpu0 = Cpu::read(stack.pid)?;
             let admissions = closed_loop(admitter, c, runs, None).await?;
             let (finished, _, last) =
                 wait_finished(&stack.observer, admissions.admitted, Duration::from_millis(50), FINISH_LIMIT).await?;
-            let (coord1, self1) = (cpu_seconds(Some(stack.pid))?, cpu_seconds(None)?);
+            let cpu = Cpu::read(stack.pid)?.since(&cpu0);
+            let work = match (pg, work0) {
+                (Some(pool), Some(before)) => {
+                    Some(DbWork::read(pool, Duration::from_millis(1500)).await?.per_run(&before, finished))
+                }
+                _ => None,
+            };
             let wall = (last - admissions.first_sent_ms) as f64 / 1000.0;
+            let rate = finished as f64 / wall;
+            completed.insert((backend, c), rate);
             let shown = listed(&stack.url, "finished").await?;
+            let per_run = |seconds: f64| 1000.0 * seconds / finished.max(1) as f64;
             println!(
-                "| {} | {c} | {:.0} | {} | {} | {:.0} | {:.2} | {:.1} s ({:.0} % of one core) | {:.1} s | {finished} / {shown} |",
+                "| {} | {c} | {:.0} | {} | {} | {rate:.0} | {} | {} | {wall:.2} | {:.2} / {:.2} / {} | {:.0} % | {finished} / {shown} |",
                 backend.name(),
                 admissions.rate(),
                 ms(admissions.quantile(0.5)),
                 ms(admissions.quantile(0.99)),
-                finished as f64 / wall,
-                wall,
-                coord1 - coord0,
-                100.0 * (coord1 - coord0) / wall,
-                self1 - self0,
+                tps.map_or("—".to_owned(), |t| format!("{t:.0}")),
+                tps.map_or("—".to_owned(), |t| format!("{:.3}", rate / t)),
+                per_run(cpu.coordinator),
+                per_run(cpu.bench),
+                if backend == Backend::Pg { format!("{:.2}", per_run(cpu.postgres)) } else { "—".to_owned() },
+                cpu.busy_percent(),
             );
+            if let Some(work) = work {
+                details.push(format!("{} {c} clients, {work}", backend.name()));
+            }
             report_unfinished(&stack, &admissions, finished).await?;
             stack.stop().await;
+        }
+    }
+    for line in details {
+        println!("  {line}");
+    }
+    for &c in &clients {
+        if let (Some(sqlite), Some(pg)) = (completed.get(&(Backend::Sqlite, c)), completed.get(&(Backend::Pg, c))) {
+            println!("  {c} clients: SQLite / PostgreSQL completed runs/s = {:.2}", sqlite / pg);
         }
     }
     Ok(())
@@ -250,12 +292,18 @@ impl Cpu {
     }
 }
 
+impl Cpu {
+    fn busy_percent(&self) -> f64 {
+        100.0 * self.busy as f64 / self.total.max(1) as f64
+    }
+}
+
 impl std::fmt::Display for Cpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "machine {:.0} % busy, CPU s: coordinator {:.1}, bench process {:.1}, postgres {:.1}",
-            100.0 * self.busy as f64 / self.total.max(1) as f64,
+            self.busy_percent(),
             self.coordinator,
             self.bench,
             self.postgres
@@ -348,6 +396,24 @@ async fn timers(options: &Options) -> anyhow::Result<()> {
 async fn pgbench(options: &Options) -> anyhow::Result<()> {
     let clients: usize = options.number("clients", 32)?;
     let seconds: u64 = options.number("seconds", 20)?;
+    let run = run_pgbench(clients, seconds).await?;
+    println!("{}", run.command);
+    for line in &run.summary {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// What one pgbench run printed.
+struct Pgbench {
+    command: String,
+    summary: Vec<String>,
+    tps: f64,
+}
+
+/// `pgbench -b simple-update` with `clients` clients for `seconds` on a
+/// scratch database of the local server (dropped afterwards).
+async fn run_pgbench(clients: usize, seconds: u64) -> anyhow::Result<Pgbench> {
     let bin = pgbench_bin()?;
     let db = PgScratch::create("coordinator_bench").await?;
     let base = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"];
@@ -356,17 +422,26 @@ async fn pgbench(options: &Options) -> anyhow::Result<()> {
         bail!("pgbench -i: {}", String::from_utf8_lossy(&init.stderr));
     }
     let (c, t) = (clients.to_string(), seconds.to_string());
-    let args = ["-b", "simple-update", "-c", &c, "-j", "2", "-T", &t, db.name()];
-    println!("{} {} {}", bin.display(), base.join(" "), args.join(" "));
+    let threads = clients.min(2).to_string();
+    let args = ["-b", "simple-update", "-c", &c, "-j", &threads, "-T", &t, db.name()];
+    let command = format!("{} {} {}", bin.display(), base.join(" "), args.join(" "));
     let run = Command::new(&bin).args(base).args(args).output()?;
     let out = String::from_utf8_lossy(&run.stdout);
     if !run.status.success() {
         bail!("pgbench: {}{}", out, String::from_utf8_lossy(&run.stderr));
     }
-    for line in out.lines().filter(|l| l.starts_with("tps") || l.contains("latency") || l.contains("transactions")) {
-        println!("  {line}");
-    }
-    Ok(())
+    let summary: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with("tps") || l.contains("latency") || l.contains("transactions"))
+        .map(str::to_owned)
+        .collect();
+    let tps = summary
+        .iter()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .ok_or_else(|| anyhow!("pgbench printed no tps: {out}"))?;
+    Ok(Pgbench { command, summary, tps })
 }
 
 /// `pgbench` on PATH, else the newest in /usr/lib/postgresql/*/bin.

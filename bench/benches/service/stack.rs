@@ -21,7 +21,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 pub const API_TOKEN: &str = "bench-api-token";
 
 /// Which store the service runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Backend {
     /// An embedded SQLite file in the deployment directory.
     Sqlite,
@@ -109,6 +109,14 @@ impl Observer {
             Observer::Sqlite(pool) => sqlx::query_as(SQL).fetch_all(pool).await?,
             Observer::Pg(pool) => sqlx::query_as(SQL).fetch_all(pool).await?,
         })
+    }
+
+    /// The PostgreSQL pool, when the store is PostgreSQL.
+    pub fn pg_pool(&self) -> Option<&PgPool> {
+        match self {
+            Observer::Pg(pool) => Some(pool),
+            Observer::Sqlite(_) => None,
+        }
     }
 
     async fn close(&self) {

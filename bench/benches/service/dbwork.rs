@@ -1,0 +1,91 @@
+//! What PostgreSQL did for a batch of runs, read from its own statistics
+//! before and after: WAL bytes (the insert position, exact), WAL records,
+//! full-page images and syncs (`pg_stat_wal`, cluster-wide: run nothing else
+//! against the server meanwhile), transactions and rows written in the
+//! bench's database (`pg_stat_database`), HOT updates (`pg_stat_user_tables`)
+//! and, when the server preloads `pg_stat_statements`, statements executed in
+//! the database. Statistics are flushed by each backend at most once a second,
+//! so [`DbWork::read`] after a batch first waits for that.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+/// Counters at one instant.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DbWork {
+    wal_bytes: f64,
+    wal_records: f64,
+    wal_fpi: f64,
+    wal_syncs: f64,
+    commits: f64,
+    inserted: f64,
+    updated: f64,
+    hot_updated: f64,
+    deleted: f64,
+    statements: Option<f64>,
+}
+
+const WAL: &str = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8, \
+     wal_records::float8, wal_fpi::float8, wal_sync::float8 FROM pg_stat_wal";
+const DATABASE: &str = "SELECT (xact_commit + xact_rollback)::float8, tup_inserted::float8, tup_updated::float8, \
+     tup_deleted::float8 FROM pg_stat_database WHERE datname = current_database()";
+const HOT: &str = "SELECT COALESCE(SUM(n_tup_hot_upd), 0)::float8 FROM pg_stat_user_tables";
+const STATEMENTS: &str = "SELECT COALESCE(SUM(calls), 0)::float8 FROM pg_stat_statements \
+     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+impl DbWork {
+    /// Loads `pg_stat_statements` into the database when the server preloads
+    /// it (`shared_preload_libraries`); without it statements are not counted.
+    pub async fn prepare(pool: &PgPool) {
+        let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").execute(pool).await;
+    }
+
+    /// The counters now, after the backends' statistics have been flushed
+    /// (`settle`: wait this long first; a second and a half is enough).
+    pub async fn read(pool: &PgPool, settle: Duration) -> anyhow::Result<DbWork> {
+        tokio::time::sleep(settle).await;
+        let _ = sqlx::query("SELECT pg_stat_clear_snapshot()").execute(pool).await;
+        let (wal_bytes, wal_records, wal_fpi, wal_syncs): (f64, f64, f64, f64) =
+            sqlx::query_as(WAL).fetch_one(pool).await?;
+        let (commits, inserted, updated, deleted): (f64, f64, f64, f64) =
+            sqlx::query_as(DATABASE).fetch_one(pool).await?;
+        let (hot_updated,): (f64,) = sqlx::query_as(HOT).fetch_one(pool).await?;
+        let statements = sqlx::query_as::<_, (f64,)>(STATEMENTS).fetch_one(pool).await.ok().map(|(n,)| n);
+        Ok(DbWork {
+            wal_bytes,
+            wal_records,
+            wal_fpi,
+            wal_syncs,
+            commits,
+            inserted,
+            updated,
+            hot_updated,
+            deleted,
+            statements,
+        })
+    }
+
+    /// What happened between `before` and `self`, per run of `runs`, as one line.
+    pub fn per_run(&self, before: &DbWork, runs: usize) -> String {
+        let n = runs.max(1) as f64;
+        let d = |a: f64, b: f64| (a - b) / n;
+        let statements = match (self.statements, before.statements) {
+            (Some(a), Some(b)) => format!("{:.1}", d(a, b)),
+            _ => "n/a (pg_stat_statements not preloaded)".to_owned(),
+        };
+        format!(
+            "per run: WAL {:.1} KB, {:.0} records ({:.1} full-page images), {:.2} WAL syncs; \
+             {:.2} transactions; rows inserted {:.1}, updated {:.1} ({:.1} HOT), deleted {:.1}; statements {statements}",
+            d(self.wal_bytes, before.wal_bytes) / 1024.0,
+            d(self.wal_records, before.wal_records),
+            d(self.wal_fpi, before.wal_fpi),
+            d(self.wal_syncs, before.wal_syncs),
+            d(self.commits, before.commits),
+            d(self.inserted, before.inserted),
+            d(self.updated, before.updated),
+            d(self.hot_updated, before.hot_updated),
+            d(self.deleted, before.deleted),
+        )
+    }
+}
