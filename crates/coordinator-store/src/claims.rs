@@ -144,7 +144,7 @@ const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
 const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!("$4", "");
 /// `$1`: 1 for receipts only.
 const NEXT_DUE: &str = next_due_sql!("$1", "", "", "");
-/// Both claims and what is due after them, in one statement (its own
+/// Both claims and what is due after them, in one statement (in a transaction of its own, planned as `CLAIM_PLAN_PG` says):
 /// transaction): `$1`–`$5` as in `claim_work_sql`, `$6` the timer limit. Every
 /// part reads the snapshot before the claims, so the rows claimed now are left
 /// out of the next due instant, and their new lease counts instead. Rows:
@@ -169,6 +169,14 @@ const CLAIM_DUE_PG: &str = concat!(
     ),
     "), NULL, NULL, NULL, NULL"
 );
+/// The claim's plan on PostgreSQL, for its transaction only: read the queue
+/// indexes in claim order and stop at the limit. The queue tables change
+/// faster than their statistics: planned from statistics a second old (or
+/// none yet), a claim of 32 rows read all 4 500 due rows through a bitmap
+/// scan, joined each to its run and sorted them, 15 000 buffers and 9 ms
+/// (the throughput bench); in index order it reads about the rows it claims.
+const CLAIM_PLAN_PG: &str =
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)";
 const RELEASE_WORK: &str = "UPDATE outbox SET lease_owner = NULL, lease_until = NULL, \
      claims = CASE WHEN claims > 0 THEN claims - 1 ELSE 0 END \
      WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
@@ -288,11 +296,14 @@ impl Store {
             tx.commit().await?;
             return Ok(Due { timers, work, next });
         }
-        let mut conn = self.pool.begin_read().await?;
+        let mut tx = self.pool.begin_for(Writer::Background).await?;
+        tx.fetch_optional(CLAIM_PLAN_PG, Vec::new()).await?;
         let mut args = claim_args(scope, now, owner, lease_ms, limits.work);
         args.push(i64::from(timer_limit).into());
         let (mut timers, mut work, mut next) = (Vec::new(), Vec::new(), None);
-        for row in conn.fetch_all(CLAIM_DUE_PG, args).await? {
+        let rows = tx.fetch_all(CLAIM_DUE_PG, args).await?;
+        tx.commit().await?;
+        for row in rows {
             let source: String = row.get(0)?;
             match source.as_str() {
                 "work" => work.push(work_row(&row, 1)?),

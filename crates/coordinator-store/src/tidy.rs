@@ -8,14 +8,22 @@
 //! without waiting for a lock another vacuum holds (`SKIP_LOCKED`) and without
 //! giving back the empty pages at their end (`TRUNCATE false`: that would take
 //! a lock every claim waits for). SQLite deletes in place: nothing to do.
+//!
+//! The same command analyzes them (`ANALYZE`): without column statistics the
+//! planner takes `lease_until IS NULL` (the predicate of `outbox_unleased`)
+//! to match 0.5 % of the rows, estimates a claim's due rows at one or two,
+//! and reads them all through a bitmap scan, joins each to its run and sorts
+//! them before the limit — 1 780 due rows and 5 700 buffers for a claim of 32,
+//! a third of PostgreSQL's time in the throughput bench. With statistics of
+//! the second before, the claim reads its index in order and stops at the limit.
 
 use crate::db::{Pool, db};
 use crate::{Store, StoreError};
 
-const VACUUM_QUEUES: &str = "VACUUM (SKIP_LOCKED, TRUNCATE false) outbox, timers";
+const VACUUM_QUEUES: &str = "VACUUM (ANALYZE, SKIP_LOCKED, TRUNCATE false) outbox, timers";
 
 impl Store {
-    /// Vacuums the outbox and timer tables on PostgreSQL (a no-op on SQLite).
+    /// Vacuums and analyzes the outbox and timer tables on PostgreSQL (a no-op on SQLite).
     /// Cheap when little changed since the last time; safe beside claims and
     /// commits of any process.
     pub async fn tidy_queues(&self) -> Result<(), StoreError> {
