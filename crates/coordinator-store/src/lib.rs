@@ -58,8 +58,9 @@ pub use hold::Hold;
 pub use persist::wakes_workers;
 pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{
-    Admission, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due, ListFilter,
-    NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind,
+    Admission, AdmissionGate, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due,
+    KeyedRun, ListFilter, NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork, TimerItem, TriggerEvent,
+    WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;
 
@@ -77,6 +78,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (9, "sealed audit indexes", include_str!("../migrations/sqlite/0009_sealed_audit_indexes.sql")),
     (10, "trace parent and attention index", include_str!("../migrations/sqlite/0010_trace_parent.sql")),
     (11, "listing columns and indexes", include_str!("../migrations/sqlite/0011_listing.sql")),
+    (12, "runs fillfactor", include_str!("../migrations/sqlite/0012_runs_fillfactor.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -90,6 +92,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (9, "sealed audit indexes", include_str!("../migrations/pg/0009_sealed_audit_indexes.sql")),
     (10, "trace parent and attention index", include_str!("../migrations/pg/0010_trace_parent.sql")),
     (11, "listing columns and indexes", include_str!("../migrations/pg/0011_listing.sql")),
+    (12, "runs fillfactor", include_str!("../migrations/pg/0012_runs_fillfactor.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.
