@@ -17,7 +17,9 @@ use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Pool, Tx, Writer};
 use crate::listing::{run_columns, run_row};
 use crate::persist::persist;
-use crate::types::{Admission, Claim, Decision, NewRun, Package, RunMeta, RunRow, TriggerEvent};
+use crate::types::{
+    Admission, AdmissionGate, Claim, Decision, KeyedRun, NewRun, Package, RunMeta, RunRow, TriggerEvent,
+};
 use crate::{Store, StoreError, claims, events};
 
 /// How often an admission re-reads after losing an insert race before giving up.
@@ -29,8 +31,10 @@ const PACKAGE: &str = "SELECT revision, workflow, digest, bytes FROM packages WH
 const ACTIVATE: &str = "INSERT INTO active_revisions (workflow, revision) VALUES ($1, $2) \
      ON CONFLICT (workflow) DO UPDATE SET revision = excluded.revision";
 const ACTIVE: &str = "SELECT revision FROM active_revisions WHERE workflow = $1";
+/// `$1` workflow, `$2` owner, `$3` idempotency key (NULL: none, so no run matches).
 const GATE: &str = "SELECT (SELECT revision FROM active_revisions WHERE workflow = $1), \
-     EXISTS (SELECT 1 FROM restore_hold WHERE singleton = 1)";
+     EXISTS (SELECT 1 FROM restore_hold WHERE singleton = 1), k.id, k.revision, k.input_digest \
+     FROM (SELECT 1) AS one LEFT JOIN runs k ON k.owner = $2 AND k.workflow = $1 AND k.idempotency_key = $3";
 /// The audit kind of a package activation (a deployment-level entry).
 const ACTIVATION: &str = "activation";
 
@@ -152,14 +156,27 @@ impl Store {
         tx.fetch_optional(ACTIVE, vec![workflow.into()]).await?.map(|r| r.get(0)).transpose()
     }
 
-    /// What an admission of `workflow` checks first, in one read: the active
-    /// revision (if any) and whether a restore hold is placed.
-    pub async fn admission_gate(&self, workflow: &str) -> Result<(Option<String>, bool), StoreError> {
+    /// What an admission of `workflow` by `owner` checks first, in one read:
+    /// the active revision (if any), whether a restore hold is placed, and the
+    /// run `key` admitted before (if any). A caller that found no such run may
+    /// admit with [`Store::admit_checked`], which does not read the key again.
+    pub async fn admission_gate(
+        &self,
+        workflow: &str,
+        owner: &str,
+        key: Option<&str>,
+    ) -> Result<AdmissionGate, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        match tx.fetch_optional(GATE, vec![workflow.into()]).await? {
-            Some(row) => Ok((row.get(0)?, row.get(1)?)),
-            None => Err(StoreError::Corrupt("the admission gate read no row".into())),
-        }
+        let row = tx
+            .fetch_optional(GATE, vec![workflow.into(), owner.into(), key.into()])
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("the admission gate read no row".into()))?;
+        let id: Option<String> = row.get(2)?;
+        let keyed = match id {
+            Some(id) => Some(KeyedRun { id, revision: row.get(3)?, input_digest: row.get(4)? }),
+            None => None,
+        };
+        Ok(AdmissionGate { active: row.get(0)?, held: row.get(1)?, keyed })
     }
 
     /// Admits a run with its first transition, in one transaction (SPEC §3).
@@ -179,7 +196,23 @@ impl Store {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.admit_in(new, None, first).await
+        self.admit_in(new, None, false, first).await
+    }
+
+    /// [`Store::admit`] for a caller whose [`Store::admission_gate`] found
+    /// the key unused a moment ago: on PostgreSQL the key is not read again
+    /// before the insert (one round trip fewer); a key taken since is still
+    /// found (the insert does nothing and the key is read then), so the
+    /// outcome is the same as [`Store::admit`]'s.
+    pub async fn admit_checked<E>(
+        &self,
+        new: &NewRun,
+        first: impl FnOnce() -> Result<Decision, E>,
+    ) -> Result<Admission, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.admit_in(new, None, true, first).await
     }
 
     /// [`Store::admit`] for a run a trigger admits from a product event: in
@@ -198,26 +231,31 @@ impl Store {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.admit_in(new, Some(event), first).await
+        self.admit_in(new, Some(event), false, first).await
     }
 
     async fn admit_in<E>(
         &self,
         new: &NewRun,
         event: Option<&TriggerEvent>,
+        key_checked: bool,
         first: impl FnOnce() -> Result<Decision, E>,
     ) -> Result<Admission, StoreError>
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let mut first = Some(first);
+        let mut key_checked = key_checked;
         let mut decision: Option<Decision> = None;
         if event.is_none() && matches!(self.pool, Pool::Pg(_)) {
             // One statement, its own transaction (`first`): the common case.
             for _ in 0..ADMISSION_ROUNDS {
                 let mut conn = self.pool.begin_read().await?;
-                // `first` only runs for a run that will be created: a used key is read first.
-                if let Some(existing) = find_key(&mut conn, new).await? {
+                // `first` only runs for a run that will be created: a used key is read first
+                // (unless the caller just did).
+                if !std::mem::take(&mut key_checked)
+                    && let Some(existing) = find_key(&mut conn, new).await?
+                {
                     return existing;
                 }
                 let decision = first_decision(&mut decision, &mut first)?;
@@ -469,12 +507,8 @@ async fn find_key(tx: &mut Tx, new: &NewRun) -> Result<Option<Result<Admission, 
     let Some(key) = new.idempotency_key.as_deref() else { return Ok(None) };
     let args: Vec<Arg> = vec![new.owner.as_str().into(), new.workflow.as_str().into(), key.into()];
     let Some(row) = tx.fetch_optional(FIND_KEY, args).await? else { return Ok(None) };
-    let (id, revision, input_digest): (String, String, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
-    if revision == new.revision && input_digest == new.input_digest {
-        Ok(Some(Ok(Admission::Existing(id))))
-    } else {
-        Ok(Some(Err(StoreError::KeyReused { run_id: id })))
-    }
+    let keyed = KeyedRun { id: row.get(0)?, revision: row.get(1)?, input_digest: row.get(2)? };
+    Ok(Some(keyed.admission_for(new)))
 }
 
 async fn fetch_package(tx: &mut Tx, revision: &str) -> Result<Option<Package>, StoreError> {

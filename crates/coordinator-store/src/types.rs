@@ -78,6 +78,41 @@ pub struct Decision {
     pub attention_step: Option<String>,
 }
 
+/// The run an idempotency key admitted, as an admission's first read finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedRun {
+    /// The run.
+    pub id: String,
+    /// Its revision.
+    pub revision: String,
+    /// The digest of its input.
+    pub input_digest: String,
+}
+
+impl KeyedRun {
+    /// What admitting `new` with the same key gives: this run when the
+    /// revision and input are the same ([`Admission::Existing`]), else
+    /// [`StoreError::KeyReused`].
+    pub fn admission_for(&self, new: &NewRun) -> Result<Admission, crate::StoreError> {
+        if self.revision == new.revision && self.input_digest == new.input_digest {
+            Ok(Admission::Existing(self.id.clone()))
+        } else {
+            Err(crate::StoreError::KeyReused { run_id: self.id.clone() })
+        }
+    }
+}
+
+/// What an admission checks first, in one read ([`crate::Store::admission_gate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionGate {
+    /// The workflow's active revision, if any.
+    pub active: Option<String>,
+    /// Whether a restore hold is placed.
+    pub held: bool,
+    /// The run the caller's idempotency key admitted before, if any.
+    pub keyed: Option<KeyedRun>,
+}
+
 /// What became of an admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {

@@ -298,7 +298,8 @@ impl Engine {
         if self.is_draining() {
             return Err(EngineError::Draining);
         }
-        let (active, held) = self.store.admission_gate(workflow).await?;
+        let gate = self.store.admission_gate(workflow, owner, idempotency_key.as_deref()).await?;
+        let (active, held) = (gate.active, gate.held);
         if held {
             return Err(EngineError::RestoreHoldPlaced);
         }
@@ -345,9 +346,10 @@ impl Engine {
             first_state = Some(decision.state);
             Ok(decision)
         };
-        let admitted = match event {
-            None => self.store.admit(&new, first).await,
-            Some(event) => self.store.admit_event(&new, event, first).await,
+        let admitted = match (event, &gate.keyed) {
+            (None, Some(keyed)) => keyed.admission_for(&new),
+            (None, None) => self.store.admit_checked(&new, first).await,
+            (Some(event), _) => self.store.admit_event(&new, event, first).await,
         };
         let admission = match admitted.map_err(EngineError::from_store) {
             Ok(admission) => admission,
@@ -547,12 +549,13 @@ impl Engine {
     /// Seals a run snapshot.
     fn seal(&self, run: &Run) -> Result<Vec<u8>, EngineError> {
         let json = serde_json::to_vec(run).map_err(|e| EngineError::Corrupt(format!("snapshot: {e}")))?;
-        Ok(self.keyring.seal(snapshot_binding(&run.id), &json)?)
+        Ok(self.keyring.seal(snapshot_binding(&run.id), &crate::snapshot::encode(&json))?)
     }
 
     /// Opens a sealed run snapshot.
     pub(crate) fn open(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
-        let json = self.keyring.open(snapshot_binding(run_id), sealed)?;
+        let json = crate::snapshot::decode(self.keyring.open(snapshot_binding(run_id), sealed)?)
+            .map_err(|e| EngineError::Corrupt(format!("the snapshot of run {run_id}: {e}")))?;
         // serde's message can quote the snapshot (input, commands): say where, not what.
         serde_json::from_slice(&json).map_err(|e| {
             EngineError::Corrupt(format!(

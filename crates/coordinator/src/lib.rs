@@ -48,6 +48,7 @@ pub(crate) mod running;
 pub mod sealer;
 pub mod serve;
 pub mod signature;
+pub(crate) mod snapshot;
 pub mod telemetry;
 pub mod worker;
 
