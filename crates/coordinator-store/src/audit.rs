@@ -28,6 +28,15 @@
 //! chained twice (and the `UPDATE … WHERE hash IS NULL` count is checked, so
 //! if it ever were, the sealing would be rolled back instead).
 //!
+//! A batch of reports on PostgreSQL (`batch`, most of a running deployment's
+//! entries) does not leave its entries pending: [`append_chained`] locks the
+//! head inside the batch's transaction, seals what is pending first, and
+//! inserts the batch's entries already chained — one write per entry instead
+//! of an insert and an update of the whole row (the sealing `UPDATE` was the
+//! largest share of WAL per run, bench/RESULTS.md). Admissions and single
+//! applies stay lock-free on the journal and pending, so they never wait for
+//! a batch's commit.
+//!
 //! Until it is sealed an entry is not in the chain: [`Store::audit`] shows
 //! positions only, and an edit made to a pending row before sealing is
 //! chained as if it were the original — the window is the sealer's interval.
@@ -55,6 +64,11 @@ const APPEND_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, acto
      SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text \
      FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(run_id, kind, step, detail, n) \
      ORDER BY u.n";
+/// [`APPEND_PG`] with each entry's chain columns (`append_chained`).
+const APPEND_CHAINED_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, prev_hash, hash) \
+     SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text, u.position, u.prev_hash, u.hash \
+     FROM unnest($1::text[], $3::text[], $4::text[], $5::text[], $7::bigint[], $8::text[], $9::text[]) \
+     WITH ORDINALITY AS u(run_id, kind, step, detail, position, prev_hash, hash, n) ORDER BY u.n";
 const MOVE_HEAD: &str = "UPDATE audit_head SET position = $1, hash = $2 WHERE singleton = 1";
 const PAGE: &str = "SELECT position, run_id, at, kind, step, actor, detail, prev_hash, hash FROM audit \
      WHERE position > $1 AND position <= $2 AND ($3 IS NULL OR run_id = $3) ORDER BY position LIMIT $4";
@@ -164,14 +178,33 @@ pub(crate) async fn seal(store: &Store, limit: u32) -> Result<u64, StoreError> {
         return Ok(0);
     }
     let mut tx = store.pool.begin_for(Writer::Background).await?;
-    let dialect = tx.dialect();
-    let lock = match dialect {
+    let mut head = lock_head(&mut tx).await?;
+    let count = seal_locked(&mut tx, &mut head, limit).await?;
+    if count == 0 {
+        return Ok(0);
+    }
+    tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
+    tx.commit().await?;
+    Ok(count)
+}
+
+/// Locks the journal's head (`SELECT … FOR UPDATE` on PostgreSQL; SQLite's
+/// writer already holds the database) and reads it.
+async fn lock_head(tx: &mut Tx) -> Result<Head, StoreError> {
+    let lock = match tx.dialect() {
         Dialect::Sqlite => HEAD_SQLITE,
         Dialect::Pg => HEAD_PG,
     };
-    // The head first, the pending rows after it, in a later statement: a
-    // sealer that waited for the lock reads them as the one before it left them.
-    let mut head = read_head(&mut tx, lock).await?;
+    read_head(tx, lock).await
+}
+
+/// Under the head's lock (`lock_head`, in `tx`): chains up to `limit`
+/// committed pending entries after `head`, in `seq` order, moving `head`
+/// along (the caller writes it back); returns how many. The pending rows are
+/// read by a statement after the lock, so a sealer that waited for it reads
+/// them as the one before it left them.
+async fn seal_locked(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<u64, StoreError> {
+    let dialect = tx.dialect();
     let rows = tx.fetch_all(PENDING, vec![i64::from(limit).into()]).await?;
     if rows.is_empty() {
         return Ok(0);
@@ -195,8 +228,8 @@ pub(crate) async fn seal(store: &Store, limit: u32) -> Result<u64, StoreError> {
             actor: actor.as_deref(),
             detail: &detail,
         };
-        let entry = Entry::chained(&head, &content);
-        head = entry.head();
+        let entry = Entry::chained(head, &content);
+        *head = entry.head();
         sealed.push((seq, entry));
     }
     let count = u64::try_from(sealed.len()).unwrap_or(u64::MAX);
@@ -224,9 +257,66 @@ pub(crate) async fn seal(store: &Store, limit: u32) -> Result<u64, StoreError> {
             what: format!("audit entries sealed concurrently ({written} of {count} still pending)"),
         });
     }
-    tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
-    tx.commit().await?;
     Ok(count)
+}
+
+/// PostgreSQL: writes `entries` inside `tx` already chained, for a
+/// transaction that writes many (a batch of reports, `batch`): it locks the
+/// head, first seals every committed pending entry (so each run's entries
+/// stay in their order: a run's earlier transactions committed before this
+/// one locked the run, so their pending entries are visible here), then
+/// chains `entries` after them, in the order given, and inserts them sealed
+/// — one insert per entry instead of an insert and, later, an update of the
+/// whole row. The head stays locked until `tx` ends, so positions still
+/// follow commit order; nothing this transaction holds is waited for by a
+/// holder of the head (sealers lock nothing else), so no cycle forms.
+pub(crate) async fn append_chained(
+    tx: &mut Tx,
+    at: i64,
+    actor: Option<&str>,
+    entries: &[(Option<&str>, &Line<'_>)],
+) -> Result<(), StoreError> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let mut head = lock_head(tx).await?;
+    while seal_locked(tx, &mut head, SEAL_ALL_BATCH).await? >= u64::from(SEAL_ALL_BATCH) {}
+    let n = entries.len();
+    let mut columns = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for (run, line) in entries {
+        let content = Content { run_id: *run, at, kind: line.kind, step: line.step, actor, detail: &line.detail };
+        let entry = Entry::chained(&head, &content);
+        head = entry.head();
+        columns.0.push(run.map(str::to_owned));
+        columns.1.push(line.kind.to_owned());
+        columns.2.push(line.step.map(str::to_owned));
+        columns.3.push(line.detail.clone().into_owned());
+        columns.4.push(entry.position);
+        columns.5.push(entry.prev_hash);
+        columns.6.push(entry.hash);
+    }
+    let args: Vec<Arg> = vec![
+        Arg::MaybeTexts(columns.0),
+        at.into(),
+        Arg::Texts(columns.1),
+        Arg::MaybeTexts(columns.2),
+        Arg::Texts(columns.3),
+        actor.into(),
+        Arg::Ints(columns.4),
+        Arg::Texts(columns.5),
+        Arg::Texts(columns.6),
+    ];
+    tx.execute(APPEND_CHAINED_PG, args).await?;
+    tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
+    Ok(())
 }
 
 /// Seals every pending entry, [`SEAL_ALL_BATCH`] per transaction (run by

@@ -87,7 +87,7 @@ impl Store {
     /// How many reports one [`Store::apply_fenced_batch`] should carry at most on this backend.
     pub fn batch_limit(&self) -> usize {
         match self.pool {
-            crate::db::Pool::Pg(_) => BATCH_LIMIT_PG,
+            crate::db::Pool::Pg(..) => BATCH_LIMIT_PG,
             crate::db::Pool::Sqlite(..) => BATCH_LIMIT_SQLITE,
         }
     }
@@ -236,8 +236,9 @@ where
         let (run_id, expected, _) = &decided[0];
         return Err(StoreError::Stale { run_id: (*run_id).to_owned(), expected: *expected });
     }
+    // Chained here, not left pending for the sealer: one insert per entry, no later update.
     let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
-    audit::append_entries(tx, at, None, &entries).await?;
+    audit::append_chained(tx, at, None, &entries).await?;
     Ok(outcome)
 }
 
