@@ -1,6 +1,7 @@
 //! A new run in one statement (PostgreSQL): the run row, its first
 //! decision's outbox rows, timers, waits and audit entries, and the wake-up
-//! of other processes, as one `INSERT … ` with data-modifying `WITH` parts,
+//! of other processes (announced after it committed, `wakeups::Announcer`), as
+//! one `INSERT … ` with data-modifying `WITH` parts,
 //! sent outside any explicit transaction — the statement is its own
 //! transaction, so the admission costs one round trip and one commit instead
 //! of a `BEGIN`, a statement per table and a `COMMIT`.
@@ -21,7 +22,6 @@ use crate::db::{Arg, Tx};
 use crate::persist::{Write, audit_kind, wakes_workers, writes};
 use crate::runs::{insert_run_sql, run_args};
 use crate::types::{Decision, NewRun};
-use crate::wakeups::WORK_CHANNEL;
 
 /// The run row exactly as the transaction path inserts it (`$1`–`$13`,
 /// `insert_run_sql!`), then its first decision's rows.
@@ -39,7 +39,7 @@ const ADMIT_PG: &str = concat!(
    a AS (INSERT INTO audit (run_id, at, kind, step, detail, actor) \
      SELECT r.id, $9, a.kind, a.step, a.detail, $4 \
      FROM r, unnest($22::text[], $23::text[], $24::text[]) WITH ORDINALITY AS a(kind, step, detail, n) ORDER BY a.n) \
-   SELECT r.id FROM r LEFT JOIN LATERAL (SELECT pg_notify($25, coalesce(current_setting('coordinator.instance', true), ''))::text WHERE $26) AS n ON true"
+   SELECT r.id FROM r"
 );
 
 /// The first decision's writes as the statement's columns (its deletes are
@@ -93,11 +93,14 @@ pub(crate) async fn admit(conn: &mut Tx, new: &NewRun, decision: &Decision) -> R
         Arg::Texts(journal.iter().map(|l| l.kind.to_owned()).collect()),
         Arg::MaybeTexts(journal.iter().map(|l| l.step.map(str::to_owned)).collect()),
         Arg::Texts(journal.into_iter().map(|l| l.detail.into_owned()).collect()),
-        WORK_CHANNEL.into(),
-        wakes.into(),
     ]);
     match conn.fetch_optional(ADMIT_PG, args).await? {
-        Some(_) => Ok(AtOnce::Created),
+        Some(_) => {
+            if wakes {
+                conn.announce_after_commit();
+            }
+            Ok(AtOnce::Created)
+        }
         None => Ok(AtOnce::KeyTaken),
     }
 }

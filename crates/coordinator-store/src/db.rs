@@ -21,6 +21,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use crate::wakeups::Announcer;
 use crate::{StoreError, wakeups};
 
 /// How long a SQLite writer waits for the database lock before giving up.
@@ -37,8 +38,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) enum Pool {
     /// An embedded SQLite database file, and the gates its writers queue at.
     Sqlite(SqlitePool, Arc<Gates>),
-    /// A PostgreSQL server.
-    Pg(PgPool),
+    /// A PostgreSQL server, and the task that tells other processes of new work.
+    Pg(PgPool, Announcer),
 }
 
 /// Which SQL dialect a statement is written in, where the two differ.
@@ -104,7 +105,8 @@ impl Pool {
                 .connect(url)
                 .await
                 .map_err(db)?;
-            Ok(Pool::Pg(pool))
+            let announcer = Announcer::start(pool.clone());
+            Ok(Pool::Pg(pool, announcer))
         } else {
             Err(StoreError::UnsupportedUrl(url.split(':').next().unwrap_or_default().to_owned()))
         }
@@ -127,7 +129,7 @@ impl Pool {
                 let tx = p.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
                 Ok(Tx::Sqlite(SqliteTx { tx, _writer: Some(gate), _lane: lane }))
             }
-            Pool::Pg(p) => Ok(Tx::Pg(p.begin().await.map_err(db)?)),
+            Pool::Pg(p, a) => Ok(Tx::Pg(p.begin().await.map_err(db)?, Announce::new(a))),
         }
     }
 
@@ -141,7 +143,7 @@ impl Pool {
     pub(crate) async fn begin_read(&self) -> Result<Tx, StoreError> {
         match self {
             Pool::Sqlite(p, _) => Ok(Tx::SqliteRead(p.acquire().await.map_err(db)?)),
-            Pool::Pg(p) => Ok(Tx::PgRead(p.acquire().await.map_err(db)?)),
+            Pool::Pg(p, a) => Ok(Tx::PgRead(p.acquire().await.map_err(db)?, Announce::new(a))),
         }
     }
 
@@ -149,7 +151,7 @@ impl Pool {
     pub(crate) async fn close(&self) {
         match self {
             Pool::Sqlite(p, _) => p.close().await,
-            Pool::Pg(p) => p.close().await,
+            Pool::Pg(p, _) => p.close().await,
         }
     }
 }
@@ -298,12 +300,25 @@ fn bind_pg(sql: &str, args: Vec<Arg>) -> PgQuery<'_> {
 type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
 type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
+/// Whether a PostgreSQL transaction's commit is to be announced to other
+/// processes (`wakeups::notify` asked for it), and by whom.
+pub(crate) struct Announce {
+    announcer: Announcer,
+    due: bool,
+}
+
+impl Announce {
+    fn new(announcer: &Announcer) -> Announce {
+        Announce { announcer: announcer.clone(), due: false }
+    }
+}
+
 /// An open transaction. Dropping it without [`Tx::commit`] rolls it back.
 pub(crate) enum Tx {
     Sqlite(SqliteTx),
-    Pg(Transaction<'static, Postgres>),
+    Pg(Transaction<'static, Postgres>, Announce),
     /// A PostgreSQL connection outside any transaction ([`Pool::begin_read`]).
-    PgRead(PoolConnection<Postgres>),
+    PgRead(PoolConnection<Postgres>, Announce),
     /// A SQLite connection outside any transaction ([`Pool::begin_read`]).
     SqliteRead(PoolConnection<Sqlite>),
 }
@@ -313,7 +328,7 @@ impl Tx {
     pub(crate) fn dialect(&self) -> Dialect {
         match self {
             Tx::Sqlite(_) | Tx::SqliteRead(_) => Dialect::Sqlite,
-            Tx::Pg(_) | Tx::PgRead(_) => Dialect::Pg,
+            Tx::Pg(..) | Tx::PgRead(..) => Dialect::Pg,
         }
     }
 
@@ -322,8 +337,8 @@ impl Tx {
         match self {
             Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.execute(&mut *t.tx).await.map_err(db)?.rows_affected()),
             Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?.execute(&mut **c).await.map_err(db)?.rows_affected()),
-            Tx::Pg(tx) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
-            Tx::PgRead(conn) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
+            Tx::Pg(tx, _) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
+            Tx::PgRead(conn, _) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
         }
     }
 
@@ -338,8 +353,8 @@ impl Tx {
             Tx::SqliteRead(c) => {
                 Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **c).await.map_err(db)?.map(Row::Sqlite))
             }
-            Tx::Pg(tx) => Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
-            Tx::PgRead(conn) => Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(db)?.map(Row::Pg)),
+            Tx::Pg(tx, _) => Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
+            Tx::PgRead(conn, _) => Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(db)?.map(Row::Pg)),
         }
     }
 
@@ -360,10 +375,10 @@ impl Tx {
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect()),
-            Tx::Pg(tx) => {
+            Tx::Pg(tx, _) => {
                 Ok(bind_pg(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Pg).collect())
             }
-            Tx::PgRead(conn) => {
+            Tx::PgRead(conn, _) => {
                 Ok(bind_pg(sql, args).fetch_all(&mut **conn).await.map_err(db)?.into_iter().map(Row::Pg).collect())
             }
         }
@@ -389,7 +404,7 @@ impl Tx {
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect(),
-            Tx::Pg(tx) => bind_pg(&sql, args)
+            Tx::Pg(tx, _) => bind_pg(&sql, args)
                 .persistent(false)
                 .fetch_all(&mut **tx)
                 .await
@@ -397,7 +412,7 @@ impl Tx {
                 .into_iter()
                 .map(Row::Pg)
                 .collect(),
-            Tx::PgRead(conn) => bind_pg(&sql, args)
+            Tx::PgRead(conn, _) => bind_pg(&sql, args)
                 .persistent(false)
                 .fetch_all(&mut **conn)
                 .await
@@ -413,9 +428,26 @@ impl Tx {
     pub(crate) async fn commit(self) -> Result<(), StoreError> {
         match self {
             Tx::Sqlite(t) => t.tx.commit().await.map_err(db),
-            Tx::Pg(tx) => tx.commit().await.map_err(db),
+            Tx::Pg(tx, announce) => {
+                tx.commit().await.map_err(db)?;
+                if announce.due {
+                    announce.announcer.announce();
+                }
+                Ok(())
+            }
             // Nothing to commit: every statement committed on its own.
-            Tx::PgRead(_) | Tx::SqliteRead(_) => Ok(()),
+            Tx::PgRead(..) | Tx::SqliteRead(_) => Ok(()),
+        }
+    }
+
+    /// Tells other processes of new work once what this handle wrote is
+    /// committed: at [`Tx::commit`] for a transaction, at once for a handle
+    /// outside one (its statements committed as they ran). Nothing on SQLite.
+    pub(crate) fn announce_after_commit(&mut self) {
+        match self {
+            Tx::Pg(_, announce) => announce.due = true,
+            Tx::PgRead(_, announce) => announce.announcer.announce(),
+            Tx::Sqlite(_) | Tx::SqliteRead(_) => {}
         }
     }
 }

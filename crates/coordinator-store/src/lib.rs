@@ -178,7 +178,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let (migrations, dialect) = match &self.pool {
             db::Pool::Sqlite(..) => (MIGRATIONS_SQLITE, "sqlite"),
-            db::Pool::Pg(_) => (MIGRATIONS_PG, "pg"),
+            db::Pool::Pg(..) => (MIGRATIONS_PG, "pg"),
         };
         let migrations = migrations
             .iter()
@@ -191,7 +191,7 @@ impl Store {
             .map_err(|e| StoreError::Database(format!("reading the {dialect} migrations: {e}")))?;
         let result = match &self.pool {
             db::Pool::Sqlite(p, _) => migrator.run(p).await,
-            db::Pool::Pg(p) => migrator.run(p).await,
+            db::Pool::Pg(p, _) => migrator.run(p).await,
         };
         result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))?;
         audit::seal_all(self).await.map(|_| ())

@@ -13,7 +13,7 @@
 //! Staleness is caught by the run row's version, which every apply checks.
 //!
 //! A transaction that queues work or sets a timer also notifies other
-//! processes (`wakeups::notify`, once, on PostgreSQL; delivered at commit).
+//! processes (`wakeups::notify`, once, on PostgreSQL; sent after commit by `wakeups::Announcer`).
 //!
 //! Audit entries are not written here: [`persist`] returns them, and the
 //! caller writes them (`audit::append`) with the run row, as pending entries

@@ -247,7 +247,7 @@ impl Store {
         let mut first = Some(first);
         let mut key_checked = key_checked;
         let mut decision: Option<Decision> = None;
-        if event.is_none() && matches!(self.pool, Pool::Pg(_)) {
+        if event.is_none() && matches!(self.pool, Pool::Pg(..)) {
             // One statement, its own transaction (`first`): the common case.
             for _ in 0..ADMISSION_ROUNDS {
                 let mut conn = self.pool.begin_read().await?;

@@ -27,7 +27,7 @@ impl Store {
     /// Cheap when little changed since the last time; safe beside claims and
     /// commits of any process.
     pub async fn tidy_queues(&self) -> Result<(), StoreError> {
-        if let Pool::Pg(pool) = &self.pool {
+        if let Pool::Pg(pool, _) = &self.pool {
             // VACUUM cannot run inside a transaction: the simple protocol, on its own.
             sqlx::raw_sql(VACUUM_QUEUES).execute(pool).await.map_err(db)?;
         }

@@ -1,7 +1,8 @@
-//! Prompt wake-ups across processes: a transaction that queues work or sets a
-//! timer notifies the channel [`WORK_CHANNEL`] (PostgreSQL `NOTIFY`, delivered
-//! at commit, dropped on rollback), and [`Wakeups`] lets a worker of any
-//! process sleep until one arrives.
+//! Prompt wake-ups across processes: after a transaction that queued work or
+//! set a timer commits, its process notifies the channel [`WORK_CHANNEL`]
+//! (PostgreSQL `NOTIFY`, sent by [`Announcer`]; nothing is sent for a
+//! transaction rolled back), and [`Wakeups`] lets a worker of any process
+//! sleep until one arrives.
 //!
 //! On SQLite there is one process, woken in-process by its engine, so nothing
 //! is sent and [`Wakeups::next`] never resolves. A wake-up only says "read the
@@ -18,7 +19,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::db::{Dialect, Pool, Tx, db};
+use crate::db::{Pool, Tx, db};
 use crate::{Store, StoreError};
 
 /// The PostgreSQL notification channel of new work.
@@ -49,12 +50,49 @@ pub(crate) async fn mark_connection(conn: &mut sqlx::PgConnection, instance: &st
     sqlx::query(MARK).bind(instance).execute(conn).await.map(|_| ())
 }
 
-/// Notifies other processes that work may be due, inside `tx` (PostgreSQL only).
+/// Notifies other processes that work may be due once `tx` commits
+/// (PostgreSQL only; see [`Announcer`]).
 pub(crate) async fn notify(tx: &mut Tx) -> Result<(), StoreError> {
-    if tx.dialect() == Dialect::Pg {
-        tx.execute(NOTIFY, vec![WORK_CHANNEL.into()]).await?;
-    }
+    tx.announce_after_commit();
     Ok(())
+}
+
+/// Sends this process's wake-ups, after the commits that asked for them, one
+/// `NOTIFY` at a time from a task of its own: a commit asks
+/// ([`Announcer::announce`], which never waits) and the task sends one
+/// notification for every request that came while it was sending the last.
+///
+/// Not inside the committing transaction: a transaction that has notified
+/// takes a cluster-wide lock at commit and holds it while its commit record
+/// is flushed, so every committing admission waited for the one before it —
+/// one WAL flush per admission, no group commit. Sent after commit, a
+/// wake-up can no longer arrive before the work it announces is visible; a
+/// process that stops between its commit and the notification loses that
+/// wake-up, which costs the other processes a polling interval, as any lost
+/// wake-up does.
+#[derive(Debug, Clone)]
+pub(crate) struct Announcer {
+    asks: tokio::sync::mpsc::Sender<()>,
+}
+
+impl Announcer {
+    /// Starts the sending task on `pool`; it ends when the last clone of this
+    /// announcer is dropped.
+    pub(crate) fn start(pool: sqlx::PgPool) -> Announcer {
+        let (asks, mut asked) = tokio::sync::mpsc::channel::<()>(1);
+        tokio::spawn(async move {
+            while asked.recv().await.is_some() {
+                // A failed notification loses this wake-up only (see above).
+                let _ = sqlx::query(NOTIFY).bind(WORK_CHANNEL).execute(&pool).await;
+            }
+        });
+        Announcer { asks }
+    }
+
+    /// Asks for a notification; requests made while one is waiting to be sent join it.
+    pub(crate) fn announce(&self) {
+        let _ = self.asks.try_send(());
+    }
 }
 
 /// A subscription to new-work notifications (see [`Store::wakeups`]).
@@ -101,7 +139,7 @@ impl Store {
     /// [`WORK_CHANNEL`] before returning, so any commit after it wakes the
     /// subscriber; on SQLite it returns [`Wakeups::never`].
     pub async fn wakeups(&self) -> Result<Wakeups, StoreError> {
-        let Pool::Pg(pool) = &self.pool else { return Ok(Wakeups::never()) };
+        let Pool::Pg(pool, _) = &self.pool else { return Ok(Wakeups::never()) };
         // Its own one-connection pool: the listener does not take a connection from the store's.
         let options = (*pool.connect_options()).clone();
         let own =
