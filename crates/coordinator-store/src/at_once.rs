@@ -20,15 +20,17 @@ use crate::audit::Line;
 use crate::batch::{Grouped, groupable};
 use crate::db::{Arg, Tx};
 use crate::persist::{Write, audit_kind, wakes_workers, writes};
-use crate::runs::{insert_run_sql, run_args};
+use crate::runs::{insert_run_guarded_sql, insert_run_sql, run_args};
 use crate::types::{Decision, NewRun};
 
-/// The run row exactly as the transaction path inserts it (`$1`–`$13`,
-/// `insert_run_sql!`), then its first decision's rows.
-const ADMIT_PG: &str = concat!(
-    "WITH r AS (",
-    insert_run_sql!(),
-    "), \
+/// The statement, around the run row's insert `$insert` (`$1`–`$13`): then
+/// its first decision's rows.
+macro_rules! admit_pg_sql {
+    ($insert:expr) => {
+        concat!(
+            "WITH r AS (",
+            $insert,
+            "), \
    q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims) \
      SELECT r.id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0 \
      FROM r, unnest($14::text[], $15::text[], $16::bigint[], $17::bigint[]) AS q(step, kind, attempt, not_before)), \
@@ -40,7 +42,14 @@ const ADMIT_PG: &str = concat!(
      SELECT r.id, $9, a.kind, a.step, a.detail, $4 \
      FROM r, unnest($22::text[], $23::text[], $24::text[]) WITH ORDINALITY AS a(kind, step, detail, n) ORDER BY a.n) \
    SELECT r.id FROM r"
-);
+        )
+    };
+}
+
+/// The run row exactly as the transaction path inserts it (`insert_run_sql!`).
+const ADMIT_PG: &str = admit_pg_sql!(insert_run_sql!());
+/// The same, inserting only while the gate is open (`insert_run_guarded_sql!`).
+const ADMIT_GUARDED_PG: &str = admit_pg_sql!(insert_run_guarded_sql!());
 
 /// The first decision's writes as the statement's columns (its deletes are
 /// collected and not used: a new run has no rows to delete) and its audit
@@ -74,8 +83,15 @@ pub(crate) enum AtOnce {
 }
 
 /// Admits `new` with `decision` in one statement on `conn` (a PostgreSQL
-/// handle outside any transaction, `Pool::begin_read`).
-pub(crate) async fn admit(conn: &mut Tx, new: &NewRun, decision: &Decision) -> Result<AtOnce, StoreError> {
+/// handle outside any transaction, `Pool::begin_read`); `guarded`: only while
+/// the admission's gate is open (no hold, the revision active), else
+/// [`AtOnce::KeyTaken`] stands for either.
+pub(crate) async fn admit(
+    conn: &mut Tx,
+    new: &NewRun,
+    decision: &Decision,
+    guarded: bool,
+) -> Result<AtOnce, StoreError> {
     let Some((g, journal)) = columns(&new.id, &decision.actions, new.admitted_at)? else {
         return Ok(AtOnce::NotThisWay);
     };
@@ -94,7 +110,8 @@ pub(crate) async fn admit(conn: &mut Tx, new: &NewRun, decision: &Decision) -> R
         Arg::MaybeTexts(journal.iter().map(|l| l.step.map(str::to_owned)).collect()),
         Arg::Texts(journal.into_iter().map(|l| l.detail.into_owned()).collect()),
     ]);
-    match conn.fetch_optional(ADMIT_PG, args).await? {
+    let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
+    match conn.fetch_optional(sql, args).await? {
         Some(_) => {
             if wakes {
                 conn.announce_after_commit();

@@ -59,7 +59,7 @@ pub use persist::wakes_workers;
 pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{
     Admission, AdmissionGate, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due,
-    KeyedRun, ListFilter, NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork, TimerItem, TriggerEvent,
+    Guarded, KeyedRun, ListFilter, NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork, TimerItem, TriggerEvent,
     WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;

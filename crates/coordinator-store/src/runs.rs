@@ -18,7 +18,7 @@ use crate::db::{Arg, Dialect, Pool, Tx, Writer};
 use crate::listing::{run_columns, run_row};
 use crate::persist::persist;
 use crate::types::{
-    Admission, AdmissionGate, Claim, Decision, KeyedRun, NewRun, Package, RunMeta, RunRow, TriggerEvent,
+    Admission, AdmissionGate, Claim, Decision, Guarded, KeyedRun, NewRun, Package, RunMeta, RunRow, TriggerEvent,
 };
 use crate::{Store, StoreError, claims, events};
 
@@ -53,6 +53,22 @@ macro_rules! insert_run_sql {
     };
 }
 pub(crate) use insert_run_sql;
+
+/// [`insert_run_sql!`] that inserts only while the admission's gate is open:
+/// no restore hold placed and `$3` the active revision of workflow `$2`
+/// (`Store::admit_guarded`). The same columns and values.
+macro_rules! insert_run_guarded_sql {
+    () => {
+        "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
+         admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, \
+         CASE WHEN $7 = 'attention' THEN $9 END \
+         WHERE NOT EXISTS (SELECT 1 FROM restore_hold WHERE singleton = 1) \
+         AND EXISTS (SELECT 1 FROM active_revisions a WHERE a.workflow = $2 AND a.revision = $3) \
+         ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id"
+    };
+}
+pub(crate) use insert_run_guarded_sql;
 
 /// The `SET` of `attention_since` in an update of the run row to the state
 /// `$new_state` at `$now`: the stored instant while the run stays in
@@ -215,6 +231,37 @@ impl Store {
         self.admit_in(new, None, true, first).await
     }
 
+    /// An admission that checks its own gate, for a caller that has not read
+    /// it ([`Store::admission_gate`]): on PostgreSQL, one statement inserts
+    /// the run with `first`'s decision only if no restore hold is placed,
+    /// `new.revision` is the workflow's active revision and the idempotency
+    /// key is unused — the gate read and the insert in one round trip. Unlike
+    /// [`Store::admit`], `first` is called before anything is read (a request
+    /// repeating a used key is decided, and the decision dropped).
+    /// [`Guarded::Closed`] when nothing was written — the gate was closed,
+    /// the key taken, or this store or decision cannot be written this way
+    /// (SQLite; a first decision whose writes must keep their order): the
+    /// caller reads the gate and goes on with [`Store::admit_checked`] and the
+    /// decision handed back.
+    pub async fn admit_guarded<E>(
+        &self,
+        new: &NewRun,
+        first: impl FnOnce() -> Result<Decision, E>,
+    ) -> Result<Guarded, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let decision = first().map_err(|e| StoreError::Rejected(e.into()))?;
+        if !matches!(self.pool, Pool::Pg(..)) {
+            return Ok(Guarded::Closed(decision));
+        }
+        let mut conn = self.pool.begin_read().await?;
+        match at_once::admit(&mut conn, new, &decision, true).await? {
+            AtOnce::Created => Ok(Guarded::Created),
+            AtOnce::KeyTaken | AtOnce::NotThisWay => Ok(Guarded::Closed(decision)),
+        }
+    }
+
     /// [`Store::admit`] for a run a trigger admits from a product event: in
     /// the same transaction, the event is looked up and recorded (per workflow
     /// and trigger). An event seen before gives the run it led to
@@ -259,7 +306,7 @@ impl Store {
                     return existing;
                 }
                 let decision = first_decision(&mut decision, &mut first)?;
-                match at_once::admit(&mut conn, new, decision).await? {
+                match at_once::admit(&mut conn, new, decision, false).await? {
                     AtOnce::Created => return Ok(Admission::Created(new.id.clone())),
                     AtOnce::KeyTaken => {
                         if let Some(existing) = find_key(&mut conn, new).await? {

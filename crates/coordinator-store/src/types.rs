@@ -102,6 +102,16 @@ impl KeyedRun {
     }
 }
 
+/// What became of [`crate::Store::admit_guarded`].
+#[derive(Debug)]
+pub enum Guarded {
+    /// The run was created with its first transition.
+    Created,
+    /// Nothing was written (see `admit_guarded`): the decision, to admit with
+    /// once the gate is read.
+    Closed(Decision),
+}
+
 /// What an admission checks first, in one read ([`crate::Store::admission_gate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionGate {

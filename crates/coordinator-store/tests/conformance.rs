@@ -67,8 +67,9 @@ use due::{
     the_queue_tables_are_tidied_without_waiting_on_postgres,
 };
 use events::{
-    a_refused_admission_records_no_event, an_event_admits_once_and_replays_its_run,
-    both_admission_paths_write_the_same_rows, concurrent_deliveries_of_one_event_create_one_run,
+    a_guarded_admission_writes_only_through_an_open_gate, a_refused_admission_records_no_event,
+    an_event_admits_once_and_replays_its_run, both_admission_paths_write_the_same_rows,
+    concurrent_deliveries_of_one_event_create_one_run,
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
 use inbox::the_inbox_groups_runs_in_attention_oldest_first;
@@ -133,6 +134,7 @@ conformance!(Current in on_sqlite, on_postgres:
     receipts_are_claimed_on_held_runs_and_alone_in_recovery,
     an_event_admits_once_and_replays_its_run,
     a_refused_admission_records_no_event,
+    a_guarded_admission_writes_only_through_an_open_gate,
     concurrent_deliveries_of_one_event_create_one_run,
     audit_entries_are_chained_in_order_once_sealed,
     activations_are_journaled_when_they_change,

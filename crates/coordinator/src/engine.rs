@@ -32,7 +32,7 @@ use coordinator_core::package;
 use coordinator_functions::Limits;
 use coordinator_products::{Connection, ProductClient, Traceparent};
 use coordinator_seal::{Binding, Keyring, Purpose};
-use coordinator_store::{Admission, Claim, Decision, NewRun, RunRow, Store, TriggerEvent};
+use coordinator_store::{Admission, AdmissionGate, Claim, Decision, Guarded, NewRun, RunRow, Store, TriggerEvent};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
@@ -282,6 +282,26 @@ impl Engine {
         self.admit_with(request, owner, None).await
     }
 
+    /// Reads an admission's gate and refuses as it says: a restore hold, an
+    /// unknown workflow, or a revision that is not the active one.
+    async fn admission_gate(
+        &self,
+        workflow: &str,
+        owner: &str,
+        key: Option<&str>,
+        revision: &str,
+    ) -> Result<AdmissionGate, EngineError> {
+        let gate = self.store.admission_gate(workflow, owner, key).await?;
+        if gate.held {
+            return Err(EngineError::RestoreHoldPlaced);
+        }
+        match &gate.active {
+            None => Err(EngineError::UnknownWorkflow(workflow.into())),
+            Some(active) if active != revision => Err(EngineError::RevisionNotActive { requested: revision.into() }),
+            Some(_) => Ok(gate),
+        }
+    }
+
     /// [`Engine::admit`], recording the trigger event the admission comes from
     /// (if any) in the same transaction (`events`).
     pub(crate) async fn admit_with(
@@ -298,18 +318,29 @@ impl Engine {
         if self.is_draining() {
             return Err(EngineError::Draining);
         }
-        let gate = self.store.admission_gate(workflow, owner, idempotency_key.as_deref()).await?;
-        let (active, held) = (gate.active, gate.held);
-        if held {
-            return Err(EngineError::RestoreHoldPlaced);
-        }
-        let active = active.ok_or_else(|| EngineError::UnknownWorkflow(workflow.into()))?;
-        if active != revision {
-            return Err(EngineError::RevisionNotActive { requested: revision });
-        }
-        let wf = self.workflow(&active).await?;
+        let key_text = idempotency_key.clone();
+        let key = key_text.as_deref();
+        // A plain admission lets its insert check the gate (`Store::admit_guarded`): the
+        // gate is read only when that did not admit, or to tell a refusal apart.
+        let mut gate = match (event, &run_id) {
+            (None, None) => None,
+            _ => Some(self.admission_gate(workflow, owner, key, &revision).await?),
+        };
+        let wf = match self.workflow(&revision).await {
+            Ok(wf) => wf,
+            Err(e) if gate.is_some() => return Err(e),
+            Err(e) => {
+                // The gate's refusal comes first; a revision it lets through must load.
+                self.admission_gate(workflow, owner, key, &revision).await?;
+                return Err(e);
+            }
+        };
+        let active = revision.clone();
         let violations = wf.check_input(&input);
         if !violations.is_empty() {
+            if gate.is_none() {
+                self.admission_gate(workflow, owner, key, &revision).await?;
+            }
             return Err(EngineError::InputInvalid { pointers: violations.into_iter().map(|v| v.pointer).collect() });
         }
         let started = std::time::Instant::now();
@@ -346,10 +377,23 @@ impl Engine {
             first_state = Some(decision.state);
             Ok(decision)
         };
-        let admitted = match (event, &gate.keyed) {
-            (None, Some(keyed)) => keyed.admission_for(&new),
-            (None, None) => self.store.admit_checked(&new, first).await,
+        let admitted = match (event, &gate) {
             (Some(event), _) => self.store.admit_event(&new, event, first).await,
+            (None, Some(read)) => match &read.keyed {
+                Some(keyed) => keyed.admission_for(&new),
+                None => self.store.admit_checked(&new, first).await,
+            },
+            (None, None) => match self.store.admit_guarded(&new, first).await {
+                Ok(Guarded::Created) => Ok(Admission::Created(new.id.clone())),
+                Ok(Guarded::Closed(decision)) => {
+                    let read = gate.insert(self.admission_gate(workflow, owner, key, &revision).await?);
+                    match &read.keyed {
+                        Some(keyed) => keyed.admission_for(&new),
+                        None => self.store.admit_checked(&new, || Ok::<_, EngineError>(decision)).await,
+                    }
+                }
+                Err(e) => Err(e),
+            },
         };
         let admission = match admitted.map_err(EngineError::from_store) {
             Ok(admission) => admission,

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use coordinator_store::{Admission, Decision, RunFilter, Store, StoreError, TriggerEvent};
+use coordinator_store::{Admission, Decision, Guarded, Package, RunFilter, Store, StoreError, TriggerEvent};
 
 use super::ok;
-use super::support::{T0, first, new_run, run_id, workflow};
+use super::support::{T0, TestDb, first, new_run, run_id, workflow};
 
 const OWNER: &str = "trigger:registry";
 
@@ -119,4 +119,55 @@ pub async fn both_admission_paths_write_the_same_rows(store: &Store) {
     let again = store.admit(&plain, || Err::<Decision, _>("an existing run must not be decided again")).await;
     assert!(matches!(again, Ok(Admission::Existing(ref id)) if *id == plain.id), "{again:?}");
     assert_eq!(ok(store.work_of(&plain.id).await, "plain again"), a);
+}
+
+/// `Store::admit_guarded` inserts only while the gate is open — no restore
+/// hold, the revision active, the key unused — and otherwise writes nothing
+/// and hands the decision back; SQLite always hands it back (the caller reads
+/// the gate and admits with `admit_checked`, which these cases also check).
+pub(crate) async fn a_guarded_admission_writes_only_through_an_open_gate(db: &TestDb) {
+    let store: &Store = db;
+    let wf = workflow();
+    let package = Package {
+        revision: wf.revision.clone(),
+        workflow: "reviewed-notice".into(),
+        digest: "d1".into(),
+        bytes: b"package".to_vec(),
+    };
+    ok(store.put_package(&package).await, "put");
+    let closed = |what: &str, outcome: Result<Guarded, StoreError>| match ok(outcome, what) {
+        Guarded::Closed(decision) => decision,
+        Guarded::Created => panic!("{what}: admitted through a closed gate"),
+    };
+
+    // Not active yet: nothing is written, on either backend.
+    let new = new_run(&wf, &run_id(1), "alice", Some("key-1"), T0);
+    closed("not active", store.admit_guarded(&new, || Ok::<_, StoreError>(first(&wf, &new))).await);
+    assert_eq!(ok(store.load(&new.id).await, "load"), None);
+
+    ok(store.activate("reviewed-notice", &wf.revision, T0, None).await, "activate");
+    ok(store.place_hold(T0, "ops").await, "hold");
+    closed("held", store.admit_guarded(&new, || Ok::<_, StoreError>(first(&wf, &new))).await);
+    assert_eq!(ok(store.load(&new.id).await, "load"), None);
+    ok(store.release_hold(T0, "ops").await, "release");
+
+    // Open: PostgreSQL admits in the one statement; SQLite hands the decision back.
+    let guarded = ok(store.admit_guarded(&new, || Ok::<_, StoreError>(first(&wf, &new))).await, "open");
+    match guarded {
+        Guarded::Created => assert!(db.is_postgres(), "only PostgreSQL admits in one guarded statement"),
+        Guarded::Closed(decision) => {
+            assert!(!db.is_postgres(), "PostgreSQL admits through an open gate");
+            let admitted = store.admit_checked(&new, || Ok::<_, StoreError>(decision)).await;
+            assert_eq!(ok(admitted, "checked"), Admission::Created(run_id(1)));
+        }
+    }
+    let work = ok(store.work_of(&run_id(1)).await, "work");
+    assert!(!work.outbox.is_empty() && !work.timers.is_empty(), "admitted with its first work");
+
+    // The key is taken now: nothing more is written, and the gate names the run.
+    let again = new_run(&wf, &run_id(2), "alice", Some("key-1"), T0 + 1);
+    closed("key taken", store.admit_guarded(&again, || Ok::<_, StoreError>(first(&wf, &again))).await);
+    assert_eq!(ok(store.load(&again.id).await, "load"), None);
+    let gate = ok(store.admission_gate("reviewed-notice", "alice", Some("key-1")).await, "gate");
+    assert_eq!(gate.keyed.map(|k| k.admission_for(&again)).and_then(Result::ok), Some(Admission::Existing(run_id(1))));
 }
