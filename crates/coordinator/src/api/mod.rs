@@ -9,7 +9,8 @@
 //! OpenAPI document is tested against. One module per concern: `runs`
 //! (admit, read, list), `operator` (cancel, retry-same, reconcile),
 //! `inspection`, `packages` (activation), `audit` (the hash-chained
-//! journal), `openapi`, `auth` (the
+//! journal), `openapi`, `guard` (a path or query with a control character
+//! is refused before any handler), `auth` (the
 //! authenticated caller as an extractor, and role checks on a run).
 //!
 //! Every route but `/healthz`, `/readyz`, `/v1/openapi.json`,
@@ -20,7 +21,9 @@
 
 mod audit;
 mod auth;
+mod body;
 mod events;
+mod guard;
 mod hold;
 mod inspection;
 mod openapi;
@@ -142,13 +145,15 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The API router over an engine, authenticating and authorizing callers by `access`.
-/// Every request is logged and traced (`request_log`).
+/// Every request is logged and traced (`request_log`); one whose path or
+/// query holds a control character is refused first (`guard`).
 pub fn app(engine: Arc<Engine>, access: Arc<Access>) -> Router {
     let state = ApiState { engine, access };
     table()
         .into_iter()
         .fold(Router::new(), |router, (endpoint, handler)| router.route(endpoint.path, handler))
         .merge(crate::console::routes())
+        .layer(axum::middleware::from_fn(guard::printable))
         .layer(axum::middleware::from_fn_with_state(state.clone(), request_log::log))
         .with_state(state)
 }

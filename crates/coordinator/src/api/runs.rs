@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -35,16 +36,49 @@ pub(super) struct AdmitBody {
     run_id: Option<String>,
 }
 
+/// The largest admission body accepted, in bytes (`413 request.too-large` above it).
+pub(super) const ADMISSION_LIMIT: usize = 2 << 20;
+/// The longest idempotency key accepted, in bytes (PostgreSQL indexes the
+/// key: an entry of a megabyte was refused as `500 internal`).
+pub(super) const KEY_MAX: usize = 255;
+/// The longest workflow name or revision accepted, in bytes.
+pub(super) const NAME_MAX: usize = 255;
+
+/// `400 request.invalid` unless `text` is 1 to `max` bytes without control characters.
+fn check_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
+    if text.is_empty() || text.len() > max || super::guard::has_control(text) {
+        return Err(ApiError::bad_request(format!(
+            "{field} must be 1 to {max} bytes of UTF-8 without control characters"
+        )));
+    }
+    Ok(())
+}
+
 /// `201` with a new run, `200` with the run the same key, revision and input admitted before.
 pub(super) async fn admit(
     caller: Caller,
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
-    body: Result<Json<AdmitBody>, JsonRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
     // The body's own error text could quote the input: answer with a fixed message.
-    let Json(body) = body
-        .map_err(|_| ApiError::bad_request("the body must be {workflow, revision, input, idempotencyKey?, runId?}"))?;
+    let shape = || ApiError::bad_request("the body must be JSON {workflow, revision, input, idempotencyKey?, runId?}");
+    if !super::body::is_json(&headers) {
+        return Err(shape());
+    }
+    let bytes = super::body::within(body, ADMISSION_LIMIT).await?;
+    let body: AdmitBody = serde_json::from_slice(&bytes).map_err(|_| shape())?;
+    check_text("workflow", &body.workflow, NAME_MAX)?;
+    check_text("revision", &body.revision, NAME_MAX)?;
+    if let Some(key) = &body.idempotency_key
+        && (key.is_empty() || key.len() > KEY_MAX || super::guard::has_control(key))
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "idempotency.key-invalid",
+            format!("idempotencyKey must be 1 to {KEY_MAX} bytes of UTF-8 without control characters"),
+        ));
+    }
     if !caller.holds(Role::Admit, &body.workflow) {
         return Err(ApiError::forbidden(Role::Admit, Some(&body.workflow)));
     }
@@ -109,7 +143,9 @@ pub(super) async fn list(
         return Err(ApiError::bad_request("limit must be between 1 and 500"));
     }
     let cursor = match query.cursor {
+        // An empty cursor is the first page, as no cursor is.
         None => None,
+        Some(text) if text.is_empty() => None,
         Some(text) => {
             Some(parse_cursor(&text).ok_or_else(|| ApiError::bad_request("cursor is not one this API gave"))?)
         }

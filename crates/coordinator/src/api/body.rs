@@ -1,0 +1,50 @@
+//! Reading a request body within a limit — and, past the limit, reading on to
+//! its end before answering `413 request.too-large`.
+//!
+//! A server that answers an oversized body at once and closes the connection
+//! leaves the client still sending: its next write meets a closed socket and
+//! the client sees a reset connection instead of the answer (an admission of
+//! 10 MB did exactly that). So the rest is read and discarded, up to
+//! [`DRAIN_MAX`] in all; a body larger still is cut off as before.
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode, header};
+use futures_util::StreamExt as _;
+
+use super::ApiError;
+
+/// The most of an oversized body read (and discarded) so that its sender gets the `413`.
+pub(crate) const DRAIN_MAX: usize = 64 << 20;
+
+/// The body, if it is at most `limit` bytes; else `413 request.too-large`
+/// (the rest read and discarded first, up to [`DRAIN_MAX`]). A body that
+/// breaks off is `400 request.invalid`.
+pub(crate) async fn within(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let mut stream = body.into_data_stream();
+    let mut kept: Vec<u8> = Vec::new();
+    let mut seen: usize = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| ApiError::bad_request("the request body broke off before its end"))?;
+        seen = seen.saturating_add(chunk.len());
+        if seen <= limit {
+            kept.extend_from_slice(&chunk);
+        } else if seen > DRAIN_MAX {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request.too-large",
+            format!("the request body is over {limit} bytes"),
+        ));
+    }
+    Ok(Bytes::from(kept))
+}
+
+/// Whether the request says its body is JSON (`application/json` or a `+json` type).
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
