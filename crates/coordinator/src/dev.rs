@@ -1,7 +1,8 @@
 //! `coordinator dev`: one process, no set-up (SPEC §7). Checks and packages the
 //! project, opens an embedded SQLite store (migrated), activates the package,
 //! generates a payload key and the operator token (subject `dev-operator`,
-//! every role for every workflow), and serves the API and the product simulators
+//! every role for every workflow) — kept in the data directory, so a restart
+//! with the same `--data` resumes every run (`dev_secrets`) — and serves the API and the product simulators
 //! (`/sim/{product}`) on one listener, with every connection pointed at them.
 //! The observation floor is 1 s; casework decides each review by itself after
 //! [`AUTO_DECIDE`] and notifies `POST /v1/completions/{connection}`.
@@ -28,6 +29,7 @@ use coordinator_store::{Package, Store};
 use tokio::net::TcpListener;
 
 use crate::access::Access;
+use crate::dev_secrets::{self, hex};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::project_dir::ProjectDir;
@@ -171,15 +173,17 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         ..SimConfig::default()
     });
 
-    let keyring = Keyring::new("dev-1", [("dev-1".to_owned(), random_bytes()?)]).map_err(EngineError::Seal)?;
+    // Kept in the data directory, so that a restart with the same `--data` opens every run (`dev_secrets`).
+    let payload_key = dev_secrets::kept(&data_dir, dev_secrets::PAYLOAD_KEY)?;
+    let keyring = Keyring::new("dev-1", [("dev-1".to_owned(), payload_key)]).map_err(EngineError::Seal)?;
     let token = match options.token {
         Some(t) if t.trim().is_empty() || t.trim() != t => {
             return Err(DevError::Io("--token must be non-empty, without surrounding whitespace".to_owned()));
         }
         Some(t) => t,
-        None => hex(&random_bytes()?),
+        None => hex(&dev_secrets::kept(&data_dir, dev_secrets::OPERATOR_TOKEN)?),
     };
-    let event_secret = hex(&random_bytes()?);
+    let event_secret = hex(&dev_secrets::kept(&data_dir, dev_secrets::EVENT_SECRET)?);
     let event_secrets: HashMap<String, Secret> = checked
         .definition
         .triggers
@@ -224,14 +228,4 @@ fn connection(base: &str, product: &str) -> Result<Connection, DevError> {
 
 fn io(e: std::io::Error) -> DevError {
     DevError::Io(e.to_string())
-}
-
-fn random_bytes() -> Result<Vec<u8>, DevError> {
-    let mut key = vec![0u8; 32];
-    getrandom::fill(&mut key).map_err(|e| DevError::Io(format!("no randomness: {e}")))?;
-    Ok(key)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -31,6 +31,7 @@ pub mod completions;
 pub(crate) mod console;
 pub mod deployment;
 pub mod dev;
+pub mod dev_secrets;
 pub mod drain;
 pub mod engine;
 pub mod error;
