@@ -81,6 +81,23 @@ async fn probes_on(postgres: bool) {
     let (status, body) = send(client.post(format!("{url}/v1/runs")).json(&big)).await;
     assert_eq!((status, body["code"].as_str()), (413, Some("request.too-large")), "{store}: {body}");
 
+    // Completion notifications: whatever the body, 202 and nothing else (no body, not JSON, NUL).
+    let completions = format!("{url}/v1/completions/casework");
+    let bodies: [(&str, Vec<u8>); 4] = [
+        ("", Vec::new()),
+        ("application/json", b"{not json".to_vec()),
+        ("application/json", br#"{"reference": "a\u0000b"}"#.to_vec()),
+        ("text/plain", b"reference".to_vec()),
+    ];
+    for (content_type, body) in bodies {
+        let mut request = client.post(&completions).body(body);
+        if !content_type.is_empty() {
+            request = request.header("content-type", content_type);
+        }
+        let response = request.send().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(response.status().as_u16(), 202, "{store}: completion with {content_type:?}");
+    }
+
     // An empty cursor is the first page.
     let (status, page) = send(client.get(format!("{url}/v1/runs?cursor="))).await;
     assert_eq!(status, 200, "{store}: {page}");

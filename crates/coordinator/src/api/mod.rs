@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{FromRef, Path, State};
 use axum::handler::Handler;
 use axum::http::{StatusCode, header};
@@ -286,16 +287,26 @@ struct CompletionBody {
     reference: String,
 }
 
+/// The largest completion notification read, in bytes.
+const COMPLETION_LIMIT: usize = 64 << 10;
+/// The longest completion reference looked up, in bytes.
+const REFERENCE_MAX: usize = 1024;
+
 /// Always `202`: whether a run waits for the reference is not revealed. The
-/// nudge is delivered in the background.
-async fn completion(
-    State(engine): State<Arc<Engine>>,
-    Path(connection): Path<String>,
-    body: Option<Json<CompletionBody>>,
-) -> StatusCode {
-    if let Some(Json(body)) = body {
+/// nudge is delivered in the background. A notification that is not JSON
+/// `{reference}` (no body, another shape, a reference over 1 KiB or with a
+/// control character, a body over 64 KiB) nudges nothing and is answered the
+/// same: a product learns nothing from the answer, and a nudge only brings an
+/// observation forward.
+async fn completion(State(engine): State<Arc<Engine>>, Path(connection): Path<String>, body: Body) -> StatusCode {
+    let reference = match body::within(body, COMPLETION_LIMIT).await {
+        Ok(bytes) => serde_json::from_slice::<CompletionBody>(&bytes).ok().map(|b| b.reference),
+        Err(_) => None,
+    };
+    let usable = |r: &String| !r.is_empty() && r.len() <= REFERENCE_MAX && !guard::has_control(r);
+    if let Some(reference) = reference.filter(usable) {
         tokio::spawn(async move {
-            if let Err(e) = crate::completions::nudge(&engine, &connection, &body.reference).await {
+            if let Err(e) = crate::completions::nudge(&engine, &connection, &reference).await {
                 tracing::warn!(connection = %connection, error = %e, "a completion notification was not applied");
             }
         });
