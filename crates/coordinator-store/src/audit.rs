@@ -64,7 +64,7 @@ const APPEND_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, acto
      SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text \
      FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(run_id, kind, step, detail, n) \
      ORDER BY u.n";
-/// [`APPEND_PG`] with each entry's chain columns (`append_chained`).
+/// [`APPEND_PG`] with each entry's chain columns, `$7`–`$9` (`append_chained`).
 const APPEND_CHAINED_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, prev_hash, hash) \
      SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text, u.position, u.prev_hash, u.hash \
      FROM unnest($1::text[], $3::text[], $4::text[], $5::text[], $7::bigint[], $8::text[], $9::text[]) \
@@ -132,19 +132,7 @@ pub(crate) async fn append_entries(
     }
     match tx.dialect() {
         Dialect::Pg => {
-            let runs = entries.iter().map(|(run, _)| run.map(str::to_owned)).collect();
-            let kinds = entries.iter().map(|(_, l)| l.kind.to_owned()).collect();
-            let steps = entries.iter().map(|(_, l)| l.step.map(str::to_owned)).collect();
-            let details = entries.iter().map(|(_, l)| l.detail.clone().into_owned()).collect();
-            let args: Vec<Arg> = vec![
-                Arg::MaybeTexts(runs),
-                at.into(),
-                Arg::Texts(kinds),
-                Arg::MaybeTexts(steps),
-                Arg::Texts(details),
-                actor.into(),
-            ];
-            tx.execute(APPEND_PG, args).await?;
+            tx.execute(APPEND_PG, pg_columns(at, actor, entries)).await?;
         }
         Dialect::Sqlite => {
             let lines: Vec<(Option<&str>, &str, Option<&str>, &str)> =
@@ -154,6 +142,18 @@ pub(crate) async fn append_entries(
         }
     }
     Ok(())
+}
+
+/// The entries as [`APPEND_PG`]'s `$1`–`$6` (runs, the instant, kinds, steps, details, the actor).
+fn pg_columns(at: i64, actor: Option<&str>, entries: &[(Option<&str>, &Line<'_>)]) -> Vec<Arg> {
+    vec![
+        Arg::MaybeTexts(entries.iter().map(|(run, _)| run.map(str::to_owned)).collect()),
+        at.into(),
+        Arg::Texts(entries.iter().map(|(_, l)| l.kind.to_owned()).collect()),
+        Arg::MaybeTexts(entries.iter().map(|(_, l)| l.step.map(str::to_owned)).collect()),
+        Arg::Texts(entries.iter().map(|(_, l)| l.detail.clone().into_owned()).collect()),
+        actor.into(),
+    ]
 }
 
 async fn read_head(tx: &mut Tx, sql: &'static str) -> Result<Head, StoreError> {
@@ -281,39 +281,17 @@ pub(crate) async fn append_chained(
     }
     let mut head = lock_head(tx).await?;
     while seal_locked(tx, &mut head, SEAL_ALL_BATCH).await? >= u64::from(SEAL_ALL_BATCH) {}
-    let n = entries.len();
-    let mut columns = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
+    let (mut positions, mut prev_hashes, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
     for (run, line) in entries {
         let content = Content { run_id: *run, at, kind: line.kind, step: line.step, actor, detail: &line.detail };
         let entry = Entry::chained(&head, &content);
         head = entry.head();
-        columns.0.push(run.map(str::to_owned));
-        columns.1.push(line.kind.to_owned());
-        columns.2.push(line.step.map(str::to_owned));
-        columns.3.push(line.detail.clone().into_owned());
-        columns.4.push(entry.position);
-        columns.5.push(entry.prev_hash);
-        columns.6.push(entry.hash);
+        positions.push(entry.position);
+        prev_hashes.push(entry.prev_hash);
+        hashes.push(entry.hash);
     }
-    let args: Vec<Arg> = vec![
-        Arg::MaybeTexts(columns.0),
-        at.into(),
-        Arg::Texts(columns.1),
-        Arg::MaybeTexts(columns.2),
-        Arg::Texts(columns.3),
-        actor.into(),
-        Arg::Ints(columns.4),
-        Arg::Texts(columns.5),
-        Arg::Texts(columns.6),
-    ];
+    let mut args = pg_columns(at, actor, entries);
+    args.extend([Arg::Ints(positions), Arg::Texts(prev_hashes), Arg::Texts(hashes)]);
     tx.execute(APPEND_CHAINED_PG, args).await?;
     tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
     Ok(())

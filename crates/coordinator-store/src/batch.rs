@@ -462,7 +462,7 @@ async fn persist_grouped<'a>(
         }
     }
     if wakes {
-        wakeups::notify(tx).await?;
+        wakeups::notify(tx);
     }
     Ok(journal)
 }

@@ -326,7 +326,7 @@ impl Store {
             Claim::Timer(t) => tx.execute(RELEASE_TIMER, timer_args(t, owner)?).await?,
         };
         if released > 0 {
-            wakeups::notify(&mut tx).await?;
+            wakeups::notify(&mut tx);
         }
         tx.commit().await?;
         Ok(released > 0)

@@ -174,7 +174,7 @@ pub(crate) async fn persist<'a>(
         }
     }
     if wakes {
-        wakeups::notify(tx).await?;
+        wakeups::notify(tx);
     }
     Ok(journal)
 }

@@ -52,9 +52,8 @@ pub(crate) async fn mark_connection(conn: &mut sqlx::PgConnection, instance: &st
 
 /// Notifies other processes that work may be due once `tx` commits
 /// (PostgreSQL only; see [`Announcer`]).
-pub(crate) async fn notify(tx: &mut Tx) -> Result<(), StoreError> {
+pub(crate) fn notify(tx: &mut Tx) {
     tx.announce_after_commit();
-    Ok(())
 }
 
 /// Sends this process's wake-ups, after the commits that asked for them, one

@@ -49,6 +49,28 @@ pub trait ProjectSource {
     fn catalog_files(&self) -> Result<Vec<String>, SourceError>;
 }
 
+/// A project held in memory: file path (`workflow.yaml`, `catalog/x.yaml`, …)
+/// to text. For tests and tools that assemble a project without a directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryProject(pub std::collections::BTreeMap<String, String>);
+
+impl MemoryProject {
+    /// A project of `files` (path, text).
+    pub fn of<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> MemoryProject {
+        MemoryProject(files.into_iter().map(|(path, text)| (path.to_owned(), text.to_owned())).collect())
+    }
+}
+
+impl ProjectSource for MemoryProject {
+    fn read(&self, path: &str) -> Result<Option<String>, SourceError> {
+        Ok(self.0.get(path).cloned())
+    }
+
+    fn catalog_files(&self) -> Result<Vec<String>, SourceError> {
+        Ok(self.0.keys().filter(|k| k.starts_with("catalog/") && k.ends_with(".yaml")).cloned().collect())
+    }
+}
+
 /// A project file that could not be read (exit code 3 in the binaries).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
