@@ -7,7 +7,10 @@
 //! the difference. Products answer slowly (every operation ~2 s, a `timeout`
 //! fault shorter than the request timeout), so many requests are in flight
 //! when the signal lands; the simulators count the answers they hold back, so
-//! the signal is sent while mutations are provably in flight.
+//! the signal is sent while mutations are provably in flight. In the SIGKILL
+//! test the second process starts only after the kill, and the test waits for
+//! Casework mutations (no receipt lookup), so the uncertain effects it expects
+//! were provably sent by the killed process.
 //!
 //! The in-process test checks what a caller sees during the drain:
 //! `/readyz` 503 `draining`, admissions `503 service.draining` with
@@ -55,13 +58,24 @@ struct Pair {
     dir: tempfile::TempDir,
     urls: Vec<String>,
     logs: Vec<PathBuf>,
+    runtimes: Vec<PathBuf>,
     first: Serve,
-    _second: Serve,
+    second: Option<Serve>,
     client: reqwest::Client,
 }
 
+/// When the second process starts.
+#[derive(Clone, Copy, PartialEq)]
+enum Second {
+    /// Beside the first, before the runs are admitted.
+    Beside,
+    /// Only when the test calls [`Pair::start_second`]: every request in
+    /// flight before then was sent by the first process.
+    Later,
+}
+
 impl Pair {
-    async fn start() -> Pair {
+    async fn start(when: Second) -> Pair {
         let db = pg::database().await;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let ports = free_ports::<2>();
@@ -89,15 +103,26 @@ impl Pair {
         process::migrate(&runtimes[0]);
         let logs: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("p{i}.log"))).collect();
         let first = Serve::spawn(&runtimes[0], &logs[0]);
-        let second = Serve::spawn(&runtimes[1], &logs[1]);
         let urls: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
         let client = authorized_client(Duration::from_secs(30));
-        for (url, log) in urls.iter().zip(&logs) {
-            assert!(ready(&client, url).await, "{url} did not become ready:\n{}", read(log));
+        assert!(ready(&client, &urls[0]).await, "{} did not become ready:\n{}", urls[0], read(&logs[0]));
+        let mut pair = Pair { db, sims, dir, urls, logs, runtimes, first, second: None, client };
+        if when == Second::Beside {
+            pair.start_second().await;
         }
-        let pair = Pair { db, sims, dir, urls, logs, first, _second: second, client };
         pair.admit_all(&project).await;
         pair
+    }
+
+    /// Starts the second process and waits until it is ready.
+    async fn start_second(&mut self) {
+        self.second = Some(Serve::spawn(&self.runtimes[1], &self.logs[1]));
+        assert!(
+            ready(&self.client, &self.urls[1]).await,
+            "{} did not become ready:\n{}",
+            self.urls[1],
+            read(&self.logs[1])
+        );
     }
 
     /// Admits [`RUNS`] runs through the first process.
@@ -121,8 +146,20 @@ impl Pair {
 
     /// Waits until at least [`MUTATIONS_IN_FLIGHT`] mutations were performed and their answers are held back.
     async fn mutations_in_flight(&self) {
-        let started = Instant::now();
         let held = || self.sims.sims.casework.answers_held() + self.sims.sims.messaging.answers_held();
+        self.until_held(held).await;
+    }
+
+    /// Waits until at least [`MUTATIONS_IN_FLIGHT`] Casework mutations were
+    /// performed and their answers are held back. Casework offers no receipt
+    /// lookup, so each of them stays uncertain if its sender dies; a Messaging
+    /// send may be settled by its receipt instead.
+    async fn casework_mutations_in_flight(&self) {
+        self.until_held(|| self.sims.sims.casework.answers_held()).await;
+    }
+
+    async fn until_held(&self, held: impl Fn() -> usize) {
+        let started = Instant::now();
         while held() < MUTATIONS_IN_FLIGHT {
             assert!(started.elapsed() < GUARD, "mutations never got in flight:\n{}", read(&self.logs[0]));
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -217,7 +254,7 @@ async fn slow_down(sims: &SimServer) {
 #[test]
 fn sigterm_drains_the_requests_in_flight_and_hands_no_run_to_an_operator() {
     on_runtime(async {
-        let mut pair = Pair::start().await;
+        let mut pair = Pair::start(Second::Beside).await;
         pair.mutations_in_flight().await;
         pair.first.signal("TERM");
         let status = pair.first.exited().await;
@@ -259,10 +296,13 @@ fn sigterm_drains_the_requests_in_flight_and_hands_no_run_to_an_operator() {
 #[test]
 fn sigkill_in_the_same_place_leaves_the_mutations_in_flight_uncertain() {
     on_runtime(async {
-        let mut pair = Pair::start().await;
-        pair.mutations_in_flight().await;
+        // The second process starts after the kill, so the Casework mutations
+        // held back were all sent by the killed process.
+        let mut pair = Pair::start(Second::Later).await;
+        pair.casework_mutations_in_flight().await;
         pair.first.signal("KILL");
         let _ = pair.first.exited().await;
+        pair.start_second().await;
         // The second process takes the killed one's rows once their leases run out,
         // and does not send a mutation it cannot know the fate of.
         let states = pair.settled().await;
@@ -273,12 +313,14 @@ fn sigkill_in_the_same_place_leaves_the_mutations_in_flight_uncertain() {
             RUNS,
             "every other run finishes: {states:?}"
         );
-        // Still nothing was done twice.
+        // Still nothing was done twice, and no mutation was sent again.
         for (product, effects) in
             [("casework", pair.sims.sims.casework.effects()), ("messaging", pair.sims.sims.messaging.effects())]
         {
             let twice: Vec<_> = effects.iter().filter(|e| e.effects > 1).collect();
             assert!(twice.is_empty(), "{product}: acted more than once: {twice:?}");
+            let resent: Vec<_> = effects.iter().filter(|e| e.idempotency_key.is_some() && e.requests > 1).collect();
+            assert!(resent.is_empty(), "{product}: a mutation was sent again after the crash: {resent:?}");
         }
         drop(pair.dir);
     });
