@@ -224,13 +224,14 @@ impl Problem {
 /// Checks a journal entry by entry, from position 1 (entries may arrive page by page).
 #[derive(Debug, Clone)]
 pub struct Verifier {
+    start: Head,
     last: Head,
     checked: u64,
 }
 
 impl Default for Verifier {
     fn default() -> Self {
-        Verifier { last: Head::genesis(), checked: 0 }
+        Verifier::after(None)
     }
 }
 
@@ -238,6 +239,14 @@ impl Verifier {
     /// A verifier at the start of the journal.
     pub fn new() -> Verifier {
         Verifier::default()
+    }
+
+    /// A verifier that starts after `checkpoint`, the last entry a retention
+    /// cut removed: the first entry must follow it and link to its hash.
+    /// `None`: the journal's start ([`Verifier::new`]).
+    pub fn after(checkpoint: Option<Head>) -> Verifier {
+        let start = checkpoint.unwrap_or_else(Head::genesis);
+        Verifier { last: start.clone(), start, checked: 0 }
     }
 
     /// Checks the next entry: its position, its hash, its link to the one before.
@@ -281,7 +290,7 @@ impl Verifier {
         if head.hash != self.last.hash {
             return Err(Tampering { position: last, problem: Problem::HeadMismatch });
         }
-        Ok(Verified { checked: self.checked, head: self.last })
+        Ok(Verified { checked: self.checked, head: self.last, start: self.start })
     }
 }
 
@@ -292,6 +301,8 @@ pub struct Verified {
     pub checked: u64,
     /// The head they end at.
     pub head: Head,
+    /// Where they start: the journal's start ([`Head::genesis`]) or a retention checkpoint.
+    pub start: Head,
 }
 
 /// Verifies a whole journal (from position 1) against its recorded head.

@@ -245,6 +245,7 @@ fn shutdown_logging_and_telemetry_decode_to_what_serde_reads() {
     let text = format!(
         "{MINIMAL}\
 shutdownGraceSeconds: 45
+retention: {{endedRunsDays: 30}}
 logging:
   filter: info, coordinator=debug,sqlx::pool=WARN
   format: json
@@ -262,6 +263,7 @@ telemetry:
     assert_eq!(by_serde.as_ref(), Some(&file));
 
     assert_eq!(file.shutdown_grace_seconds, Some(45));
+    assert_eq!(file.retention.map(|r| r.ended_runs_days), Some(30));
     let Some(logging) = file.logging else { panic!("no logging") };
     assert_eq!(logging.filter.as_ref().map(|f| f.as_str()), Some("info, coordinator=debug,sqlx::pool=WARN"));
     assert_eq!(logging.format, Some(LogFormat::Json));
@@ -320,6 +322,12 @@ const SECTION_MISTAKES: &[(&str, &str)] = &[
     ("telemetry:\n  otlp: {endpoint: http://c:4317}\n  sampleRatio: \"0.5\"\n", "11:16 schema.invalid-value"),
     ("telemetry:\n  otlp: {endpoint: http://c:4317}\n  serviceName: \" \"\n", "11:16 schema.invalid-value"),
     ("telemetry:\n  otlp: {endpoint: http://c:4317}\n  exporter: otlp\n", "11:3 schema.unknown-field"),
+    ("retention: {}\n", "9:1 schema.missing-field"),
+    ("retention:\n  endedRunsDays: 0\n", "10:18 schema.invalid-value"),
+    ("retention:\n  endedRunsDays: 36501\n", "10:18 schema.invalid-value"),
+    ("retention:\n  endedRunsDays: \"30\"\n", "10:18 schema.invalid-value"),
+    ("retention:\n  endedRunsDays: 30\n  auditDays: 10\n", "11:3 schema.unknown-field"),
+    ("retention: 30\n", "9:12 schema.invalid-value"),
 ];
 
 #[test]

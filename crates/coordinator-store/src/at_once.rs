@@ -20,16 +20,22 @@ use crate::audit::Line;
 use crate::batch::{Grouped, groupable};
 use crate::db::{Arg, Tx};
 use crate::persist::{Write, audit_kind, wakes_workers, writes};
-use crate::runs::{insert_run_guarded_sql, insert_run_sql, run_args};
+use crate::runs::{insert_run_sql, run_args};
 use crate::types::{Decision, NewRun};
 
-/// The statement, around the run row's insert `$insert` (`$1`–`$13`): then
-/// its first decision's rows.
+/// The statement: the key's row (when the run has a key), the run row
+/// (`insert_run_sql!`, `$1`–`$13`) only when the key was taken for it, then its
+/// first decision's rows; `$gate` (a literal, `""` for none) is a condition
+/// both inserts need.
 macro_rules! admit_pg_sql {
-    ($insert:expr) => {
+    ($gate:expr) => {
         concat!(
-            "WITH r AS (",
-            $insert,
+            "WITH k AS (INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
+     SELECT $4, $2, $5, $1 WHERE $5::text IS NOT NULL",
+            $gate,
+            " ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING run_id), \
+   r AS (",
+            insert_run_sql!(concat!(" WHERE ($5::text IS NULL OR EXISTS (SELECT 1 FROM k))", $gate)),
             "), \
    q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims) \
      SELECT r.id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0 \
@@ -46,10 +52,14 @@ macro_rules! admit_pg_sql {
     };
 }
 
-/// The run row exactly as the transaction path inserts it (`insert_run_sql!`).
-const ADMIT_PG: &str = admit_pg_sql!(insert_run_sql!());
-/// The same, inserting only while the gate is open (`insert_run_guarded_sql!`).
-const ADMIT_GUARDED_PG: &str = admit_pg_sql!(insert_run_guarded_sql!());
+/// A new run, its key and its first decision's rows.
+const ADMIT_PG: &str = admit_pg_sql!("");
+/// The same, only while the admission's gate is open: no restore hold placed
+/// and `$3` the active revision of workflow `$2` (`Store::admit_guarded`).
+const ADMIT_GUARDED_PG: &str = admit_pg_sql!(
+    " AND NOT EXISTS (SELECT 1 FROM restore_hold WHERE singleton = 1) \
+     AND EXISTS (SELECT 1 FROM active_revisions a WHERE a.workflow = $2 AND a.revision = $3)"
+);
 
 /// The first decision's writes as the statement's columns (its deletes are
 /// collected and not used: a new run has no rows to delete) and its audit

@@ -77,9 +77,10 @@ const ANY_PENDING: &str = "SELECT seq FROM audit WHERE hash IS NULL ORDER BY seq
 const PENDING: &str =
     "SELECT seq, run_id, at, kind, step, actor, detail FROM audit WHERE hash IS NULL ORDER BY seq LIMIT $1";
 const SEAL_SQLITE: &str = "UPDATE audit SET position = $1, prev_hash = $2, hash = $3 WHERE seq = $4 AND hash IS NULL";
+/// Each row is found by its key `(seq, at)`: `at` picks its day partition (migration 0013).
 const SEAL_PG: &str = "UPDATE audit AS a SET position = u.position, prev_hash = u.prev_hash, hash = u.hash \
-     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(seq, position, prev_hash, hash) \
-     WHERE a.seq = u.seq AND a.hash IS NULL";
+     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS u(seq, position, prev_hash, hash, at) \
+     WHERE a.seq = u.seq AND a.at = u.at AND a.hash IS NULL";
 /// Entries sealed per transaction by [`seal_all`].
 const SEAL_ALL_BATCH: u32 = 1000;
 
@@ -103,6 +104,9 @@ pub struct AuditPage {
     pub head: Head,
     /// The position to read on from, when the page is full.
     pub next: Option<i64>,
+    /// Where the journal starts after a retention cut (the last entry the cut
+    /// removed; verification starts after it), `None` when it starts at 1.
+    pub checkpoint: Option<Head>,
 }
 
 /// Writes `lines` inside `tx` as pending entries (not chained yet: [`seal`]
@@ -236,10 +240,17 @@ async fn seal_locked(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<u64, St
     let written = match dialect {
         Dialect::Pg => {
             let seqs = sealed.iter().map(|(seq, _)| *seq).collect();
+            let ats = sealed.iter().map(|(_, e)| e.at).collect();
             let positions = sealed.iter().map(|(_, e)| e.position).collect();
             let prev_hashes = sealed.iter().map(|(_, e)| e.prev_hash.clone()).collect();
             let hashes = sealed.into_iter().map(|(_, e)| e.hash).collect();
-            let args = vec![Arg::Ints(seqs), Arg::Ints(positions), Arg::Texts(prev_hashes), Arg::Texts(hashes)];
+            let args = vec![
+                Arg::Ints(seqs),
+                Arg::Ints(positions),
+                Arg::Texts(prev_hashes),
+                Arg::Texts(hashes),
+                Arg::Ints(ats),
+            ];
             tx.execute(SEAL_PG, args).await?
         }
         Dialect::Sqlite => {
@@ -344,10 +355,11 @@ impl Store {
     pub async fn audit(&self, run_id: Option<&str>, after: i64, limit: u32) -> Result<AuditPage, StoreError> {
         let mut tx = self.pool.begin_read().await?;
         let head = read_head(&mut tx, HEAD_READ).await?;
+        let checkpoint = crate::retention::checkpoint(&mut tx).await?;
         let args: Vec<Arg> = vec![after.into(), head.position.into(), run_id.into(), i64::from(limit).into()];
         let entries = tx.fetch_all(PAGE, args).await?.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
         let full = limit > 0 && entries.len() >= usize::try_from(limit).unwrap_or(usize::MAX);
         let next = if full { entries.last().map(|e| e.position) } else { None };
-        Ok(AuditPage { entries, head, next })
+        Ok(AuditPage { entries, head, next, checkpoint })
     }
 }

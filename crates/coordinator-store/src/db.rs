@@ -241,6 +241,13 @@ impl Query {
         self
     }
 
+    /// Appends SQL the store composed itself from numbers it computed (the
+    /// name and bounds of a day partition): never text from a caller.
+    pub(crate) fn push_made(&mut self, fragment: &str) -> &mut Query {
+        self.sql.push_str(fragment);
+        self
+    }
+
     /// Binds a value, appending its placeholder (`$n`, numbered in order).
     pub(crate) fn bind(&mut self, arg: impl Into<Arg>) -> &mut Query {
         self.args.push(arg.into());

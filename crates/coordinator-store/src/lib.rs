@@ -37,6 +37,7 @@ mod hold;
 mod inbox;
 mod listing;
 mod persist;
+mod retention;
 mod runs;
 mod stats;
 mod tidy;
@@ -56,6 +57,7 @@ pub use audit::AuditPage;
 pub use claims::WorkScope;
 pub use hold::Hold;
 pub use persist::wakes_workers;
+pub use retention::{AHEAD_DAYS, Cut, DAY_MS, Prepared, day_of, id_ms, run_id_bound};
 pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{
     Admission, AdmissionGate, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due,
@@ -79,6 +81,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (10, "trace parent and attention index", include_str!("../migrations/sqlite/0010_trace_parent.sql")),
     (11, "listing columns and indexes", include_str!("../migrations/sqlite/0011_listing.sql")),
     (12, "runs fillfactor", include_str!("../migrations/sqlite/0012_runs_fillfactor.sql")),
+    (13, "admission keys and journal checkpoint", include_str!("../migrations/sqlite/0013_partitions.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -93,6 +96,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (10, "trace parent and attention index", include_str!("../migrations/pg/0010_trace_parent.sql")),
     (11, "listing columns and indexes", include_str!("../migrations/pg/0011_listing.sql")),
     (12, "runs fillfactor", include_str!("../migrations/pg/0012_runs_fillfactor.sql")),
+    (13, "day partitions, admission keys and journal checkpoint", include_str!("../migrations/pg/0013_partitions.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.

@@ -34,41 +34,38 @@ const ACTIVE: &str = "SELECT revision FROM active_revisions WHERE workflow = $1"
 /// `$1` workflow, `$2` owner, `$3` idempotency key (NULL: none, so no run matches).
 const GATE: &str = "SELECT (SELECT revision FROM active_revisions WHERE workflow = $1), \
      EXISTS (SELECT 1 FROM restore_hold WHERE singleton = 1), k.id, k.revision, k.input_digest \
-     FROM (SELECT 1) AS one LEFT JOIN runs k ON k.owner = $2 AND k.workflow = $1 AND k.idempotency_key = $3";
+     FROM (SELECT 1) AS one \
+     LEFT JOIN admission_keys ak ON ak.owner = $2 AND ak.workflow = $1 AND ak.idempotency_key = $3 \
+     LEFT JOIN runs k ON k.id = ak.run_id";
 /// The audit kind of a package activation (a deployment-level entry).
 const ACTIVATION: &str = "activation";
 
-const FIND_KEY: &str = "SELECT id, revision, input_digest FROM runs \
-     WHERE owner = $1 AND workflow = $2 AND idempotency_key = $3";
+const FIND_KEY: &str = "SELECT r.id, r.revision, r.input_digest FROM admission_keys k JOIN runs r ON r.id = k.run_id \
+     WHERE k.owner = $1 AND k.workflow = $2 AND k.idempotency_key = $3";
+/// Takes an idempotency key for a new run (`$1` owner, `$2` workflow, `$3` key,
+/// `$4` run id); no row back: the key was taken first. Keys live in their own
+/// table (migration 0013): a partitioned `runs` cannot keep them unique.
+const INSERT_KEY: &str = "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING run_id";
 /// The columns a new run's row is inserted with, and their values: `run_args`
 /// are `$1`–`$13`; a run admitted in attention entered it at admission.
+/// `$where` (a literal, `""` for none) decides whether the row is inserted at
+/// all (`at_once`: only with its key taken and its gate open). The key is not
+/// checked here: `admission_keys` holds it (`INSERT_KEY`).
 /// `'attention'` is `RunState::Attention.as_str()` (a test below keeps them equal).
 macro_rules! insert_run_sql {
-    () => {
-        "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-         admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, \
-         CASE WHEN $7 = 'attention' THEN $9 END) \
-         ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id"
+    ($where:expr) => {
+        concat!(
+            "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
+             admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, \
+             CASE WHEN $7 = 'attention' THEN $9 END",
+            $where,
+            " RETURNING id"
+        )
     };
 }
 pub(crate) use insert_run_sql;
-
-/// [`insert_run_sql!`] that inserts only while the admission's gate is open:
-/// no restore hold placed and `$3` the active revision of workflow `$2`
-/// (`Store::admit_guarded`). The same columns and values.
-macro_rules! insert_run_guarded_sql {
-    () => {
-        "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-         admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, \
-         CASE WHEN $7 = 'attention' THEN $9 END \
-         WHERE NOT EXISTS (SELECT 1 FROM restore_hold WHERE singleton = 1) \
-         AND EXISTS (SELECT 1 FROM active_revisions a WHERE a.workflow = $2 AND a.revision = $3) \
-         ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING id"
-    };
-}
-pub(crate) use insert_run_guarded_sql;
 
 /// The `SET` of `attention_since` in an update of the run row to the state
 /// `$new_state` at `$now`: the stored instant while the run stays in
@@ -93,7 +90,7 @@ macro_rules! attention_since_sql {
 }
 pub(crate) use attention_since_sql;
 
-const INSERT_RUN: &str = insert_run_sql!();
+const INSERT_RUN: &str = insert_run_sql!("");
 const LOCK_RUN_SQLITE: &str = "SELECT version, snapshot FROM runs WHERE id = $1";
 const LOCK_RUN_PG: &str = "SELECT version, snapshot FROM runs WHERE id = $1 FOR UPDATE";
 const UPDATE_RUN: &str = concat!(
@@ -335,10 +332,12 @@ impl Store {
                 return existing;
             }
             let decision = first_decision(&mut decision, &mut first)?;
-            let args = run_args(new, decision);
             // No row back: a concurrent admission with the same key committed first. Read it.
-            if tx.fetch_optional(INSERT_RUN, args).await?.is_none() {
+            if !take_key(&mut tx, new).await? {
                 continue;
+            }
+            if tx.fetch_optional(INSERT_RUN, run_args(new, decision)).await?.is_none() {
+                return Err(StoreError::Corrupt(format!("run {} was not inserted", new.id)));
             }
             // Not recorded: a concurrent delivery of the same event committed first
             // (with another key). Dropping the transaction rolls the run back; read it.
@@ -547,6 +546,15 @@ pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
         decision.outcome.as_deref().into(),
         decision.attention_step.as_deref().into(),
     ]
+}
+
+/// Takes `new`'s idempotency key (if it has one) for it; `false`: another
+/// admission took it first.
+async fn take_key(tx: &mut Tx, new: &NewRun) -> Result<bool, StoreError> {
+    let Some(key) = new.idempotency_key.as_deref() else { return Ok(true) };
+    let args: Vec<Arg> =
+        vec![new.owner.as_str().into(), new.workflow.as_str().into(), key.into(), new.id.as_str().into()];
+    Ok(tx.fetch_optional(INSERT_KEY, args).await?.is_some())
 }
 
 /// Looks up an earlier admission with the same key: its outcome, if there is one.

@@ -35,6 +35,8 @@ mod listing;
 mod monitoring;
 #[path = "conformance/redispatch.rs"]
 mod redispatch;
+#[path = "conformance/retention.rs"]
+mod retention;
 mod support;
 #[path = "conformance/trace.rs"]
 mod trace;
@@ -82,6 +84,7 @@ use redispatch::{
     a_claim_after_a_lost_lease_is_reclaimed, a_new_attempt_resets_the_claim_count, a_released_claim_does_not_count,
     an_upgrade_counts_claims_taken_before_it,
 };
+use retention::retention_removes_ended_days_and_keeps_from_the_first_live_one;
 use serde_json::json;
 use support::{T0, admit, deciding, first, new_run, run_id, workflow};
 use trace::{a_run_keeps_its_trace_parent_for_every_read, claims_carry_the_trace_parent_of_their_run};
@@ -113,6 +116,7 @@ macro_rules! conformance {
 
 conformance!(Current in on_sqlite, on_postgres:
     migrate_is_idempotent,
+    retention_removes_ended_days_and_keeps_from_the_first_live_one,
     packages_are_stored_and_activated,
     admission_is_idempotent,
     concurrent_identical_admissions_create_one_run,

@@ -109,6 +109,8 @@ pub struct Engine {
     metrics: Metrics,
     /// `serve --recovery-only`: admit nothing, dispatch nothing, fire no timer.
     pub(crate) recovery_only: bool,
+    /// runtime.yaml `retention.endedRunsDays`: how long ended runs are kept (`None`: forever).
+    pub(crate) retention_days: Option<u32>,
     /// Connection name → its `eventSigningSecret` (set by `with_event_secrets`, in `events`).
     pub(crate) event_secrets: HashMap<String, coordinator_products::Secret>,
     /// The event schemas triggers are validated against (the built-in catalog's; see `events`).
@@ -150,6 +152,7 @@ impl Engine {
             owner: format!("coordinator-{}", uuid::Uuid::now_v7()),
             metrics: Metrics::new(),
             recovery_only: false,
+            retention_days: None,
             event_secrets: HashMap::new(),
             event_schemas: coordinator_core::check::catalog::Catalog::builtin_event_schemas(),
             clock_offset_ms: AtomicI64::new(0),
@@ -180,6 +183,14 @@ impl Engine {
     #[must_use]
     pub fn with_recovery_only(mut self, recovery_only: bool) -> Self {
         self.recovery_only = recovery_only;
+        self
+    }
+
+    /// The same engine removing runs that ended more than `days` days ago
+    /// (runtime.yaml `retention`; the janitor does it, `crate::janitor`).
+    #[must_use]
+    pub fn with_retention(mut self, days: Option<u32>) -> Self {
+        self.retention_days = days;
         self
     }
 

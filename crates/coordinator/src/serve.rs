@@ -153,7 +153,8 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     let addr =
         listener.local_addr().map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
     let engine = Engine::new(store, deployment.keyring, deployment.connections.clone(), deployment.settings)
-        .with_event_secrets(deployment.event_secrets.clone());
+        .with_event_secrets(deployment.event_secrets.clone())
+        .with_retention(deployment.config.runtime.retention.map(|r| r.ended_runs_days));
     let traces = match &deployment.config.runtime.telemetry {
         Some(telemetry) => Traces::otlp(telemetry)?,
         None => Traces::off(),
@@ -183,6 +184,10 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         Some(seconds) => Duration::from_secs(seconds),
         None => crate::worker::WorkerOptions::for_engine(&engine).lease(),
     };
+    if mode == Mode::Normal {
+        // Today's and the next days' partitions exist before the first admission.
+        crate::janitor::prepare_partitions(&engine).await;
+    }
     let running = Running::start("serve", listener, router, &engine);
     Ok(Service { addr, engine, workflow: package.workflow.clone(), revision: package.revision.clone(), grace, running })
 }

@@ -15,13 +15,16 @@ use std::time::Duration;
 
 use coordinator::deployment::{DeploymentError, RuntimeConfig};
 use coordinator::serve::{self, ServeError};
+use coordinator_core::audit::{Entry, Head, Verifier};
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, free_port, sim_server};
 use serde_json::{Value, json};
 use support::{get, on_runtime, post, sample_input};
 
-/// Migrates and serves `database_url`, admits the sample input, and waits for `notice-sent`.
+/// Migrates and serves `database_url` keeping ended runs one day, admits the
+/// sample input, waits for `notice-sent`, then three days on removes the run
+/// (`retention`) and checks that the journal verifies from its checkpoint.
 async fn serve_to_notice_sent(database_url: &str) {
     let port = free_port();
     let sims = sim_server(SimConfig {
@@ -37,6 +40,8 @@ async fn serve_to_notice_sent(database_url: &str) {
     let mut spec = DeploymentSpec::new(database_url, &sims.base);
     spec.listen = format!("127.0.0.1:{port}");
     let file = spec.write(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
+    std::fs::write(&file, format!("{text}retention:\n  endedRunsDays: 1\n")).unwrap_or_else(|e| panic!("{e}"));
     let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
     serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate: {e}"));
     serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate is idempotent: {e}"));
@@ -61,6 +66,29 @@ async fn serve_to_notice_sent(database_url: &str) {
     for effects in [sims.sims.casework.effects(), sims.sims.messaging.effects()] {
         assert_eq!(effects.iter().map(|e| e.effects).collect::<Vec<_>>(), vec![1], "{effects:?}");
     }
+
+    // Three days on, the janitor's round removes the run ended two days before.
+    service.engine.advance_clock(Duration::from_secs(3 * 86_400));
+    coordinator::janitor::keep_house(&service.engine).await;
+    let (status, gone) = get(&format!("{url}/v1/runs/{run_id}")).await;
+    assert_eq!((status, gone["code"].as_str()), (404, Some("run.unknown")), "{gone}");
+    let (status, page) = get(&format!("{url}/v1/audit?limit=1000")).await;
+    assert_eq!(status, 200, "{page}");
+    let checkpoint: Option<Head> = serde_json::from_value(page["checkpoint"].clone()).unwrap_or(None);
+    let Some(checkpoint) = checkpoint else { panic!("no checkpoint after the cut: {page}") };
+    let entries: Vec<Entry> = serde_json::from_value(page["entries"].clone()).unwrap_or_default();
+    let head: Head = serde_json::from_value(page["head"].clone()).unwrap_or_else(|e| panic!("head: {e}"));
+    assert!(entries.iter().all(|e| e.run_id.as_deref() != Some(run_id.as_str())), "{page}");
+    assert_eq!(entries.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["retention"], "{page}");
+    let mut verifier = Verifier::after(Some(checkpoint));
+    for entry in &entries {
+        verifier.feed(entry).unwrap_or_else(|t| panic!("the journal breaks after the cut: {t}"));
+    }
+    verifier.finish(&head).unwrap_or_else(|t| panic!("{t}"));
+    // The run's idempotency key went with it: the same request admits a new run.
+    let (status, again) = post(&format!("{url}/v1/runs"), &body).await;
+    assert_eq!(status, 201, "{again}");
+    assert_ne!(again["runId"].as_str(), Some(run_id.as_str()));
 }
 
 #[test]

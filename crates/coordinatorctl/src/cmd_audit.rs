@@ -36,15 +36,24 @@ enum Outcome {
 pub fn verify(args: &ServiceArgs) -> Exit {
     match check(args) {
         Ok(Outcome::Verified(verified)) => {
-            let head = &verified.head;
+            let (head, start) = (&verified.head, &verified.start);
+            let cut = start.position > 0;
             match args.format {
                 Format::Json => render::print_json(&json!({
                     "ok": true, "command": COMMAND, "checked": verified.checked,
                     "head": {"position": head.position, "hash": head.hash},
+                    "checkpoint": cut.then(|| json!({"position": start.position, "hash": start.hash})),
                 })),
                 Format::Human => render::out(&format!(
-                    "audit journal verified: {} entries, head at position {} with hash {}\n",
-                    verified.checked, head.position, head.hash
+                    "audit journal verified: {} entries{}, head at position {} with hash {}\n",
+                    verified.checked,
+                    if cut {
+                        format!(" after the retention checkpoint at position {} ({})", start.position, start.hash)
+                    } else {
+                        String::new()
+                    },
+                    head.position,
+                    head.hash
                 )),
             }
             Exit::Ok
@@ -68,7 +77,7 @@ pub fn verify(args: &ServiceArgs) -> Exit {
 /// Reads the journal page by page, feeding every entry to the verifier.
 fn check(args: &ServiceArgs) -> Result<Outcome, ClientError> {
     let client = Client::connect(args)?;
-    let mut verifier = Verifier::new();
+    let mut verifier: Option<Verifier> = None;
     let mut after = 0_i64;
     loop {
         let after_text = after.to_string();
@@ -77,6 +86,8 @@ fn check(args: &ServiceArgs) -> Result<Outcome, ClientError> {
             return Ok(Outcome::Answered(operate::report(args, COMMAND, Ok(answer), |_| String::new())));
         }
         let (entries, head, next) = page(&client, &answer)?;
+        // After a retention cut the chain starts after the checkpoint the first page names.
+        let verifier = verifier.get_or_insert_with(|| Verifier::after(checkpoint(&answer)));
         for entry in &entries {
             if let Err(tampering) = verifier.feed(entry) {
                 return Ok(Outcome::Tampered(tampering));
@@ -86,13 +97,18 @@ fn check(args: &ServiceArgs) -> Result<Outcome, ClientError> {
             Some(next) if next > after => after = next,
             Some(_) => return Err(not_the_api(&client, &answer, "a cursor that does not move on")),
             None => {
-                return Ok(match verifier.finish(&head) {
+                return Ok(match verifier.clone().finish(&head) {
                     Ok(verified) => Outcome::Verified(verified),
                     Err(tampering) => Outcome::Tampered(tampering),
                 });
             }
         }
     }
+}
+
+/// The journal's checkpoint a page names (`null` or absent: none).
+fn checkpoint(answer: &Answer) -> Option<Head> {
+    serde_json::from_value(answer.body["checkpoint"].clone()).ok()
 }
 
 /// The entries, head and next cursor of a page.

@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::diagnostic::Span;
 use crate::model::runtime::{
     Access, Authorization, ClientSecretGrant, Connection, Database, Grant, OidcIssuer, PackageRef, PayloadKeys,
-    PrivateKeyJwtGrant, Role, RuntimeFile, RuntimeKind, SecretRef, SecretSource, StaticToken, Timeouts,
+    PrivateKeyJwtGrant, Retention, Role, RuntimeFile, RuntimeKind, SecretRef, SecretSource, StaticToken, Timeouts,
 };
 use crate::model::{API_VERSION, ApiVersion};
 use crate::yaml::{Key, Node, NodeValue};
@@ -39,12 +39,15 @@ const TOP: &[&str] = &[
     "access",
     "logging",
     "telemetry",
+    "retention",
 ];
 const TOP_REQUIRED: &[&str] =
     &["apiVersion", "kind", "database", "payloadKeys", "listen", "package", "connections", "access"];
 const CONNECTION_FIELDS: &[&str] = &["product", "baseUrl", "authorization", "eventSigningSecret", "timeouts"];
 const AUTHORIZATION_FIELDS: &[&str] =
     &["type", "tokenEndpoint", "clientId", "clientSecret", "privateKey", "keyId", "scope"];
+/// The longest retention, days.
+const MAX_RETENTION_DAYS: u32 = 36_500;
 const ROLES: &[(&str, Role)] = &[("admit", Role::Admit), ("read", Role::Read), ("operate", Role::Operate)];
 
 /// The `type` of an authorization, before its fields are decoded.
@@ -77,6 +80,7 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
     let access = f.get("access").and_then(|n| access(d, n, f.key_span("access")));
     let logging = optional(f.get("logging"), |n| observability::logging(d, n, f.key_span("logging")));
     let telemetry = optional(f.get("telemetry"), |n| observability::telemetry(d, n, f.key_span("telemetry")));
+    let retention = optional(f.get("retention"), |n| retention(d, n, f.key_span("retention")));
     Some(RuntimeFile {
         api_version: api_version?,
         kind: kind?,
@@ -90,7 +94,28 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
         access: access?,
         logging: logging?,
         telemetry: telemetry?,
+        retention: retention?,
     })
+}
+
+/// `retention:`; `owner` is its key.
+fn retention(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<Retention> {
+    let f = d.object(node, "`retention`", owner, &["endedRunsDays"], &["endedRunsDays"])?;
+    let days = f.get("endedRunsDays").and_then(|n| {
+        let days = d.uint(n, "retention.endedRunsDays", 1)?;
+        match u32::try_from(days) {
+            Ok(days) if days <= MAX_RETENTION_DAYS => Some(days),
+            _ => {
+                d.invalid(
+                    n.span,
+                    format!("retention.endedRunsDays is {days}, more than {MAX_RETENTION_DAYS} (100 years)"),
+                    "write a number of days from 1 to 36500, or leave `retention` out to keep ended runs forever",
+                );
+                None
+            }
+        }
+    })?;
+    Some(Retention { ended_runs_days: days })
 }
 
 /// A secret reference. Anything else is refused without repeating it: it may be the secret.

@@ -71,6 +71,21 @@ pub struct RuntimeFile {
     /// Where traces are exported (OTLP); without it, none are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
+    /// How long ended runs are kept; without it, forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+}
+
+/// `retention:` — what the service removes, and when (docs/operations.md, "Retention").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Retention {
+    /// Days after a run ended (finished, failed, cancelled, expired) before it
+    /// may be removed with its journal entries. Removal goes day by day from
+    /// the oldest: a day holding a run that has not ended is kept, and so is
+    /// every day after it.
+    #[schemars(range(min = 1))]
+    pub ended_runs_days: u32,
 }
 
 /// A reference to a secret: `env:NAME` (an environment variable) or `file:PATH`

@@ -132,6 +132,18 @@ pub async fn raw(db: &TestDb, sql: &str) {
     done.unwrap_or_else(|e| panic!("raw SQL: {e}"));
 }
 
+/// The first column of the first row of `sql`, an integer (`count(*)`), read directly.
+pub async fn raw_count(db: &TestDb, sql: &str) -> i64 {
+    let counted = if db.is_postgres() {
+        let mut conn = PgConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        sqlx::query_scalar::<_, i64>(sql).fetch_one(&mut conn).await
+    } else {
+        let mut conn = SqliteConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        sqlx::query_scalar::<_, i64>(sql).fetch_one(&mut conn).await
+    };
+    counted.unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 struct DirSource(PathBuf);
 
 impl ProjectSource for DirSource {

@@ -50,7 +50,9 @@ async fn seal_pending(engine: &Engine) -> Result<(), ApiError> {
 /// `200 {entries, next, head}`: up to `limit` entries after position `after`
 /// (default 0), by position; `next` is the `after` of the next page when this
 /// one is full, else `null`; `head` is the journal's last position and hash
-/// when the page was read (no entry beyond it is shown).
+/// when the page was read (no entry beyond it is shown); `checkpoint` is the
+/// last entry a retention cut removed (`null` when none was): the journal,
+/// and its verification, start after it.
 pub(super) async fn list(
     caller: Caller,
     State(engine): State<Arc<Engine>>,
@@ -76,5 +78,6 @@ pub(super) async fn list(
         "entries": page.entries,
         "next": page.next,
         "head": {"position": page.head.position, "hash": page.head.hash},
+        "checkpoint": page.checkpoint.map(|c| json!({"position": c.position, "hash": c.hash})),
     })))
 }

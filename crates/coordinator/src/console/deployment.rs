@@ -138,10 +138,11 @@ pub(super) async fn verify(viewer: Viewer, State(state): State<ApiState>, Form(f
     let engine = &state.engine;
     let checked = async {
         crate::sealer::seal_pending(engine).await?;
-        let mut verifier = Verifier::new();
-        let mut after = 0;
         let first = engine.store().audit(None, 0, 1).await?;
         let head = first.head;
+        // After a retention cut the chain starts after its checkpoint.
+        let mut after = first.checkpoint.as_ref().map_or(0, |c| c.position);
+        let mut verifier = Verifier::after(first.checkpoint);
         loop {
             let page = engine.store().audit(None, after, 1000).await?;
             for entry in &page.entries {
@@ -158,8 +159,12 @@ pub(super) async fn verify(viewer: Viewer, State(state): State<ApiState>, Form(f
     };
     match checked.await {
         Ok(Ok(verified)) => {
+            let from = match verified.start.position {
+                0 => String::new(),
+                p => format!(" from the retention checkpoint at position {p}"),
+            };
             let text = format!(
-                "{} entries checked at {}: the chain is intact up to position {} ({}).",
+                "{} entries checked at {}: the chain is intact{from} up to position {} ({}).",
                 verified.checked,
                 rfc3339(engine.now()),
                 verified.head.position,

@@ -30,6 +30,7 @@ const SHOWN: &[&str] = &[
     "requestSeconds",
     "observeFloorSeconds",
     "shutdownGraceSeconds",
+    "endedRunsDays",
     "filter",
     "format",
     "endpoint",
