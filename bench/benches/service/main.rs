@@ -11,6 +11,7 @@
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
+//! cargo bench -p coordinator-bench --bench service -- history [sizes=0,1000000] [entries=12] [clients=32] [runs=3000] [rate=200] [seconds=20]
 //! ```
 //!
 //! `pg=sslmode=disable` (any URL query) is added to the PostgreSQL URL the
@@ -22,6 +23,7 @@
 
 mod console;
 mod dbwork;
+mod history;
 mod load;
 mod stack;
 
@@ -44,7 +46,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let Some((scenario, rest)) = args.split_first() else {
         bail!(
-            "name a scenario: throughput, latency, timers, pgbench or console (see the top of benches/service/main.rs)"
+            "name a scenario: throughput, latency, timers, pgbench, console or history (see the top of benches/service/main.rs)"
         );
     };
     let options = Options::parse(rest)?;
@@ -56,7 +58,8 @@ fn main() -> anyhow::Result<()> {
             "timers" => timers(&options).await,
             "pgbench" => pgbench(&options).await,
             "console" => console::console(&options).await,
-            other => bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench or console"),
+            "history" => history::history(&options).await,
+            other => bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench, console or history"),
         }
     })
 }

@@ -154,6 +154,11 @@ impl Drop for Stack {
 }
 
 impl Stack {
+    /// The scratch PostgreSQL database's URL (none on SQLite).
+    pub fn pg_url(&self) -> Option<&str> {
+        self._pg.as_ref().map(|pg| pg.url.as_str())
+    }
+
     /// Sets up and starts the service on `backend` with the fixture project `fixture`
     /// (a directory under bench/fixtures). `pg_params` is appended to the
     /// PostgreSQL URL's query (e.g. `sslmode=disable`; empty: the URL as is).

@@ -1,0 +1,190 @@
+//! `history`: flat cost as history grows. For each size in `sizes` (default
+//! `0,1000000`) a fresh PostgreSQL stack gets that many ended runs written
+//! straight into its tables — generated in SQL, admitted over the 30 days
+//! before now (time-ordered UUIDv7-shaped ids), 96 % finished, 2 % failed, 2 %
+//! cancelled, each with its idempotency key and `entries` sealed journal
+//! entries (default 12, about what a 3-call run writes) — then `VACUUM
+//! ANALYZE` and a `CHECKPOINT` (so the load's writes are not the measurement's), then
+//! what `throughput` and `latency` measure, on that stack: completed 3-call
+//! runs/s with `clients` clients (`runs` of them), and admission latency at
+//! `rate` admissions/s for `seconds`. Each size's figures are printed with
+//! their ratio to the first size's. Runs are counted by `admitted_at` (an
+//! indexed range of the new runs only), never by scanning the history.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use sqlx::PgPool;
+
+use crate::load::{Admitter, closed_loop, epoch_ms, open_loop};
+use crate::stack::{Backend, Observer, Stack};
+use crate::{FINISH_LIMIT, Options, ms, three_calls_input};
+
+/// The history's runs: ended, over the 30 days before `$1` (ms), `$2` of them.
+const RUNS: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
+     admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
+     SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || lpad(to_hex(i), 12, '0'), \
+       $3, $4, 'bench', 'past-' || i, 'sha256:00', \
+       CASE i % 50 WHEN 0 THEN 'failed' WHEN 1 THEN 'cancelled' ELSE 'finished' END, \
+       false, at, at + 5000, 12, decode(repeat(md5(i::text), 22), 'hex'), NULL, \
+       CASE WHEN i % 50 > 1 THEN 'done' END, NULL, NULL \
+     FROM (SELECT i, $1::bigint - $5::bigint + i * ($5::bigint / $2::bigint) AS at, \
+             lpad(to_hex($1::bigint - $5::bigint + i * ($5::bigint / $2::bigint)), 12, '0') AS h \
+           FROM generate_series(1, $2::bigint) AS i) AS s";
+const KEYS: &str = "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
+     SELECT owner, workflow, idempotency_key, id FROM runs WHERE idempotency_key LIKE 'past-%'";
+/// `$1` entries per run, each sealed at its own position (the journal's head moves past them).
+const ENTRIES: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, prev_hash, hash) \
+     SELECT r.id, r.admitted_at + j, 'decision', 'call-one', 'entered call step', NULL, \
+       row_number() OVER (ORDER BY r.id, j), md5(r.id) || md5(j::text), md5(j::text) || md5(r.id) \
+     FROM runs r, generate_series(1, $1::bigint) AS j WHERE r.idempotency_key LIKE 'past-%'";
+const HEAD: &str = "UPDATE audit_head SET position = (SELECT COALESCE(max(position), 0) FROM audit), \
+     hash = repeat('ab', 32) WHERE singleton = 1";
+/// The new runs in `$1` admitted at or after `$2`: how many, the first and the last update.
+const SINCE: &str =
+    "SELECT COUNT(*), MIN(updated_at), MAX(updated_at) FROM runs WHERE admitted_at >= $2 AND state = $1";
+
+/// One size's figures.
+struct Figures {
+    size: i64,
+    load_seconds: f64,
+    database_mb: f64,
+    completed: f64,
+    p50: Duration,
+    p99: Duration,
+    /// The retention cut afterwards: (runs removed, whole cut s, drop ms).
+    cut: Option<(u64, f64, f64)>,
+}
+
+/// Everything ended by now: a retention cut 45 days on, keeping one day,
+/// removes the whole history and the bench's runs (`Store::retain`, as the
+/// janitor calls it).
+async fn retention_cut(stack: &Stack) -> anyhow::Result<(u64, f64, f64)> {
+    let Some(url) = stack.pg_url() else { bail!("the history bench runs on PostgreSQL") };
+    let store = coordinator_store::Store::connect(url).await?;
+    let started = Instant::now();
+    let cut = store.retain(epoch_ms() + 45 * 86_400_000, 1).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    store.close().await;
+    println!("  retention: {cut:?} in {seconds:.1} s");
+    Ok((cut.runs, seconds, cut.drop_ms))
+}
+
+pub async fn history(options: &Options) -> anyhow::Result<()> {
+    let sizes: Vec<i64> =
+        options.list("sizes", "0,1000000").iter().map(|s| s.parse()).collect::<Result<_, _>>().context("sizes")?;
+    let entries: i64 = options.number("entries", 12)?;
+    let clients: usize = options.number("clients", 32)?;
+    let runs: usize = options.number("runs", 3000)?;
+    let rate: f64 = options.number("rate", 200.0)?;
+    let seconds: f64 = options.number("seconds", 20.0)?;
+    println!(
+        "history of N ended runs ({entries} journal entries each), then {runs} 3-call runs with {clients} clients \
+         and {seconds} s of admissions at {rate}/s, PostgreSQL, each size on a fresh database and service"
+    );
+    let mut all = Vec::new();
+    for &size in &sizes {
+        all.push(one_size(options, size, entries, clients, runs, rate, seconds).await?);
+    }
+    println!(
+        "| ended runs | loaded in s | database MB | completed runs/s | ratio | admission p50 ms | p99 ms | ratio \
+         | retention cut afterwards: runs, s, of which DROP ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let Some(base) = all.first() else { return Ok(()) };
+    for f in &all {
+        println!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {} | {} | {:.2} | {} |",
+            f.size,
+            f.load_seconds,
+            f.database_mb,
+            f.completed,
+            f.completed / base.completed,
+            ms(f.p50),
+            ms(f.p99),
+            f.p99.as_secs_f64() / base.p99.as_secs_f64().max(1e-9),
+            f.cut.map_or("—".to_owned(), |(runs, s, drop)| format!("{runs}, {s:.1}, {drop:.0}")),
+        );
+    }
+    Ok(())
+}
+
+async fn one_size(
+    options: &Options,
+    size: i64,
+    entries: i64,
+    clients: usize,
+    runs: usize,
+    rate: f64,
+    seconds: f64,
+) -> anyhow::Result<Figures> {
+    let stack = Stack::start(Backend::Pg, "three-calls", &options.pg_params()).await?;
+    let Observer::Pg(pool) = &stack.observer else { bail!("the history bench runs on PostgreSQL") };
+    let started = Instant::now();
+    if size > 0 {
+        let span: i64 = 30 * 24 * 3600 * 1000;
+        sqlx::query(RUNS)
+            .bind(epoch_ms() - 60_000)
+            .bind(size)
+            .bind(&stack.workflow)
+            .bind(&stack.revision)
+            .bind(span)
+            .execute(pool)
+            .await
+            .context("writing the history's runs")?;
+        sqlx::query(KEYS).execute(pool).await.context("writing their keys")?;
+        sqlx::query(ENTRIES).bind(entries).execute(pool).await.context("writing their journal")?;
+        sqlx::query(HEAD).execute(pool).await?;
+    }
+    sqlx::query("VACUUM ANALYZE").execute(pool).await?;
+    // The load's dirty pages are written now, not by a checkpoint during the measurement.
+    sqlx::query("CHECKPOINT").execute(pool).await?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    let (bytes,): (i64,) = sqlx::query_as("SELECT pg_database_size(current_database())").fetch_one(pool).await?;
+    println!("  {size} ended runs written in {load_seconds:.0} s");
+
+    let t0 = epoch_ms();
+    let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "hist", three_calls_input)?);
+    let admissions = closed_loop(Arc::clone(&admitter), clients, runs, None).await?;
+    let (finished, last) = finished_since(pool, t0, admissions.admitted).await?;
+    let completed = finished as f64 / ((last - admissions.first_sent_ms).max(1) as f64 / 1000.0);
+    println!("  {size}: {finished} of {} finished, {completed:.0} completed runs/s", admissions.admitted);
+
+    let t1 = epoch_ms();
+    let latency = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
+    let open = open_loop(latency, rate, Duration::from_secs_f64(seconds)).await?;
+    let (done, _) = finished_since(pool, t1, open.admitted).await?;
+    println!(
+        "  {size}: {} admitted at {:.1}/s, p99 {}, {} failed, {done} finished",
+        open.admitted,
+        open.rate(),
+        ms(open.quantile(0.99)),
+        open.failed
+    );
+    let cut = if size > 0 { Some(retention_cut(&stack).await?) } else { None };
+    stack.stop().await;
+    Ok(Figures {
+        cut,
+        size,
+        load_seconds,
+        database_mb: bytes as f64 / 1_048_576.0,
+        completed,
+        p50: open.quantile(0.5),
+        p99: open.quantile(0.99),
+    })
+}
+
+/// Waits until `expected` runs admitted since `since` finished (or [`FINISH_LIMIT`]); (finished, last finish ms).
+async fn finished_since(pool: &PgPool, since: i64, expected: usize) -> anyhow::Result<(usize, i64)> {
+    let give_up = Instant::now() + FINISH_LIMIT;
+    loop {
+        let (n, _, last): (i64, Option<i64>, Option<i64>) =
+            sqlx::query_as(SINCE).bind("finished").bind(since).fetch_one(pool).await?;
+        let n = usize::try_from(n)?;
+        if n >= expected || Instant::now() >= give_up {
+            return Ok((n, last.unwrap_or(0)));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
