@@ -2,7 +2,8 @@
 //! stack: an intact journal verifies (exit 0, human and JSON), the same
 //! journal edited directly in the dev stack's SQLite file (with the `sqlite3`
 //! command-line shell) is reported tampered at the edited position (exit 1),
-//! and an unreachable service is exit 3.
+//! and an unreachable service is exit 3; after a retention cut the check
+//! starts at the journal's checkpoint and says so.
 
 mod support;
 
@@ -45,11 +46,9 @@ fn sqlite3(database: &Path, sql: &str) {
     assert!(out.status.success(), "sqlite3: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-#[test]
-fn audit_verify_passes_on_the_journal_and_fails_once_it_is_edited() {
-    let runtime = coordinator::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
-    let dir = tempdir();
-    let data = dir.path().join("data");
+/// The dev stack with its data under `dir` and the token in a file: (stack, data directory, token file).
+fn start_dev(runtime: &tokio::runtime::Runtime, dir: &Path) -> (dev::Dev, PathBuf, PathBuf) {
+    let data = dir.join("data");
     let options = DevOptions {
         project: repo().join("examples/reviewed-notice"),
         listen: "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")),
@@ -57,8 +56,16 @@ fn audit_verify_passes_on_the_journal_and_fails_once_it_is_edited() {
         token: Some(TOKEN.into()),
     };
     let dev = runtime.block_on(dev::start(options)).unwrap_or_else(|e| panic!("dev stack: {e}"));
-    let token_file: PathBuf = dir.path().join("token");
+    let token_file = dir.join("token");
     write(&token_file, &format!("{TOKEN}\n"));
+    (dev, data, token_file)
+}
+
+#[test]
+fn audit_verify_passes_on_the_journal_and_fails_once_it_is_edited() {
+    let runtime = coordinator::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
+    let dir = tempdir();
+    let (dev, data, token_file) = start_dev(&runtime, dir.path());
     let url = dev.url();
 
     // A run, so the journal has more than the activation.
@@ -119,4 +126,38 @@ fn audit_verify_passes_on_the_journal_and_fails_once_it_is_edited() {
     drop(dev);
     let out = verify("http://127.0.0.1:9", &token_file, &[]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
+}
+
+#[test]
+fn after_a_retention_cut_audit_verify_starts_at_the_checkpoint() {
+    let runtime = coordinator::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
+    let dir = tempdir();
+    let (dev, data, token_file) = start_dev(&runtime, dir.path());
+    let url = dev.url();
+
+    // Everything so far (the activation) is cut three days on, keeping one day.
+    let now = dev.engine.now() + 3 * 86_400_000;
+    let cut = runtime.block_on(dev.engine.store().retain(now, 1)).unwrap_or_else(|e| panic!("retain: {e}"));
+    let Some(checkpoint) = cut.checkpoint else { panic!("nothing was cut: {cut:?}") };
+    assert!(checkpoint.position >= 1, "{checkpoint:?}");
+
+    let report = json(&verify(&url, &token_file, &["--format", "json"]));
+    assert_eq!(report["ok"].as_bool(), Some(true), "{report}");
+    assert_eq!(report["checkpoint"]["position"].as_i64(), Some(checkpoint.position), "{report}");
+    assert_eq!(report["checkpoint"]["hash"].as_str(), Some(checkpoint.hash.as_str()), "{report}");
+    let out = verify(&url, &token_file, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let expected = format!("after the retention checkpoint at position {}", checkpoint.position);
+    assert!(stdout(&out).contains(&expected), "{}", stdout(&out));
+
+    // The checkpoint is where the chain starts, not a pass: the entry after it
+    // (the cut's own, the journal's last) deleted is found missing there.
+    let first = checkpoint.position + 1;
+    sqlite3(&data.join("coordinator.db"), &format!("DELETE FROM audit WHERE position = {first};"));
+    let report = json(&verify(&url, &token_file, &["--format", "json"]));
+    assert_eq!(
+        (report["position"].as_i64(), report["problem"].as_str()),
+        (Some(first), Some("tail-missing")),
+        "{report}"
+    );
 }
