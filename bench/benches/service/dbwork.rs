@@ -12,7 +12,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 /// Counters at one instant.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct DbWork {
     wal_bytes: f64,
     wal_records: f64,
@@ -24,10 +24,20 @@ pub struct DbWork {
     hot_updated: f64,
     deleted: f64,
     statements: Option<f64>,
+    /// The WAL insert position, for [`DbWork::wal_by_relation`].
+    lsn: Option<String>,
 }
 
 const WAL: &str = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8, \
-     wal_records::float8, wal_fpi::float8, wal_sync::float8 FROM pg_stat_wal";
+     wal_records::float8, wal_fpi::float8, wal_sync::float8, pg_current_wal_insert_lsn()::text FROM pg_stat_wal";
+/// WAL between two positions by the relation of each record's first block
+/// (`pg_walinspect`; records without a block under their resource manager).
+const WAL_BY_RELATION: &str = "WITH r AS (SELECT record_length, fpi_length, resource_manager, record_type, \
+     (regexp_match(block_ref, 'rel \\d+/\\d+/(\\d+)'))[1]::oid AS node \
+     FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)) \
+     SELECT COALESCE(c.relname, r.resource_manager) || ' ' || r.record_type, count(*)::float8, \
+     SUM(record_length)::float8, SUM(fpi_length)::float8 \
+     FROM r LEFT JOIN pg_class c ON c.relfilenode = r.node GROUP BY 1 ORDER BY 3 DESC LIMIT $3";
 const DATABASE: &str = "SELECT (xact_commit + xact_rollback)::float8, tup_inserted::float8, tup_updated::float8, \
      tup_deleted::float8 FROM pg_stat_database WHERE datname = current_database()";
 const HOT: &str = "SELECT COALESCE(SUM(n_tup_hot_upd), 0)::float8 FROM pg_stat_user_tables";
@@ -39,6 +49,7 @@ impl DbWork {
     /// it (`shared_preload_libraries`); without it statements are not counted.
     pub async fn prepare(pool: &PgPool) {
         let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").execute(pool).await;
+        let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_walinspect").execute(pool).await;
     }
 
     /// The counters now, after the backends' statistics have been flushed
@@ -46,7 +57,7 @@ impl DbWork {
     pub async fn read(pool: &PgPool, settle: Duration) -> anyhow::Result<DbWork> {
         tokio::time::sleep(settle).await;
         let _ = sqlx::query("SELECT pg_stat_clear_snapshot()").execute(pool).await;
-        let (wal_bytes, wal_records, wal_fpi, wal_syncs): (f64, f64, f64, f64) =
+        let (wal_bytes, wal_records, wal_fpi, wal_syncs, lsn): (f64, f64, f64, f64, String) =
             sqlx::query_as(WAL).fetch_one(pool).await?;
         let (commits, inserted, updated, deleted): (f64, f64, f64, f64) =
             sqlx::query_as(DATABASE).fetch_one(pool).await?;
@@ -63,7 +74,33 @@ impl DbWork {
             hot_updated,
             deleted,
             statements,
+            lsn: Some(lsn),
         })
+    }
+
+    /// The `top` relations and record types that wrote the most WAL between
+    /// `before` and `self`, per run, one per line; `None` without `pg_walinspect`.
+    pub async fn wal_by_relation(&self, pool: &PgPool, before: &DbWork, runs: usize, top: i64) -> Option<Vec<String>> {
+        let n = runs.max(1) as f64;
+        let rows: Vec<(String, f64, f64, f64)> = sqlx::query_as(WAL_BY_RELATION)
+            .bind(before.lsn.as_deref()?)
+            .bind(self.lsn.as_deref()?)
+            .bind(top)
+            .fetch_all(pool)
+            .await
+            .ok()?;
+        Some(
+            rows.into_iter()
+                .map(|(what, records, bytes, fpi)| {
+                    format!(
+                        "{what}: {:.0} B in {:.1} records ({:.0} B full-page images) per run",
+                        bytes / n,
+                        records / n,
+                        fpi / n
+                    )
+                })
+                .collect(),
+        )
     }
 
     /// What happened between `before` and `self`, per run of `runs`, as one line.

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo build --release -p coordinator
-//! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000] [pgbench=15]
+//! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000] [pgbench=15] [walstats=0|1]
 //! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
@@ -161,7 +161,13 @@ async fn throughput(options: &Options) -> anyhow::Result<()> {
             let cpu = Cpu::read(stack.pid)?.since(&cpu0);
             let work = match (pg, work0) {
                 (Some(pool), Some(before)) => {
-                    Some(DbWork::read(pool, Duration::from_millis(1500)).await?.per_run(&before, finished))
+                    let after = DbWork::read(pool, Duration::from_millis(1500)).await?;
+                    if options.number("walstats", 0)? > 0 {
+                        for line in after.wal_by_relation(pool, &before, finished, 25).await.unwrap_or_default() {
+                            println!("  WAL {line}");
+                        }
+                    }
+                    Some(after.per_run(&before, finished))
                 }
                 _ => None,
             };

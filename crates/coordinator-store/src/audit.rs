@@ -64,22 +64,26 @@ const APPEND_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, acto
      SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text \
      FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(run_id, kind, step, detail, n) \
      ORDER BY u.n";
-/// [`APPEND_PG`] with each entry's chain columns, `$7`–`$9` (`append_chained`).
-const APPEND_CHAINED_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, prev_hash, hash) \
-     SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text, u.position, u.prev_hash, u.hash \
-     FROM unnest($1::text[], $3::text[], $4::text[], $5::text[], $7::bigint[], $8::text[], $9::text[]) \
-     WITH ORDINALITY AS u(run_id, kind, step, detail, position, prev_hash, hash, n) ORDER BY u.n";
+/// [`APPEND_PG`] with each entry's position and hash, `$7` and `$8`
+/// (`append_chained`; no `prev_hash`: readers [`link`] it).
+const APPEND_CHAINED_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash) \
+     SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text, u.position, u.hash \
+     FROM unnest($1::text[], $3::text[], $4::text[], $5::text[], $7::bigint[], $8::text[]) \
+     WITH ORDINALITY AS u(run_id, kind, step, detail, position, hash, n) ORDER BY u.n";
 const MOVE_HEAD: &str = "UPDATE audit_head SET position = $1, hash = $2 WHERE singleton = 1";
 const PAGE: &str = "SELECT position, run_id, at, kind, step, actor, detail, prev_hash, hash FROM audit \
      WHERE position > $1 AND position <= $2 AND ($3 IS NULL OR run_id = $3) ORDER BY position LIMIT $4";
+/// The hash of the sealed entry at `$1` (the predecessor of an entry whose row has no `prev_hash`).
+const HASH_AT: &str = "SELECT hash FROM audit WHERE position = $1 AND position IS NOT NULL";
 /// Whether anything is pending, without a lock (the partial index `audit_pending`).
 const ANY_PENDING: &str = "SELECT seq FROM audit WHERE hash IS NULL ORDER BY seq LIMIT 1";
 const PENDING: &str =
     "SELECT seq, run_id, at, kind, step, actor, detail FROM audit WHERE hash IS NULL ORDER BY seq LIMIT $1";
-const SEAL_SQLITE: &str = "UPDATE audit SET position = $1, prev_hash = $2, hash = $3 WHERE seq = $4 AND hash IS NULL";
-/// Each row is found by its key `(seq, at)`: `at` picks its day partition (migration 0013).
-const SEAL_PG: &str = "UPDATE audit AS a SET position = u.position, prev_hash = u.prev_hash, hash = u.hash \
-     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS u(seq, position, prev_hash, hash, at) \
+const SEAL_SQLITE: &str = "UPDATE audit SET position = $1, hash = $2 WHERE seq = $3 AND hash IS NULL";
+/// Each row is found by `seq` in the partial index `audit_pending` (migration
+/// 0007); `at` picks its day partition (migration 0013).
+const SEAL_PG: &str = "UPDATE audit AS a SET position = u.position, hash = u.hash \
+     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS u(seq, position, hash, at) \
      WHERE a.seq = u.seq AND a.at = u.at AND a.hash IS NULL";
 /// Entries sealed per transaction by [`seal_all`].
 const SEAL_ALL_BATCH: u32 = 1000;
@@ -242,21 +246,14 @@ async fn seal_locked(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<u64, St
             let seqs = sealed.iter().map(|(seq, _)| *seq).collect();
             let ats = sealed.iter().map(|(_, e)| e.at).collect();
             let positions = sealed.iter().map(|(_, e)| e.position).collect();
-            let prev_hashes = sealed.iter().map(|(_, e)| e.prev_hash.clone()).collect();
             let hashes = sealed.into_iter().map(|(_, e)| e.hash).collect();
-            let args = vec![
-                Arg::Ints(seqs),
-                Arg::Ints(positions),
-                Arg::Texts(prev_hashes),
-                Arg::Texts(hashes),
-                Arg::Ints(ats),
-            ];
+            let args = vec![Arg::Ints(seqs), Arg::Ints(positions), Arg::Texts(hashes), Arg::Ints(ats)];
             tx.execute(SEAL_PG, args).await?
         }
         Dialect::Sqlite => {
             let mut written = 0;
             for (seq, entry) in sealed {
-                let args: Vec<Arg> = vec![entry.position.into(), entry.prev_hash.into(), entry.hash.into(), seq.into()];
+                let args: Vec<Arg> = vec![entry.position.into(), entry.hash.into(), seq.into()];
                 written += tx.execute(SEAL_SQLITE, args).await?;
             }
             written
@@ -292,17 +289,16 @@ pub(crate) async fn append_chained(
     }
     let mut head = lock_head(tx).await?;
     while seal_locked(tx, &mut head, SEAL_ALL_BATCH).await? >= u64::from(SEAL_ALL_BATCH) {}
-    let (mut positions, mut prev_hashes, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut positions, mut hashes) = (Vec::new(), Vec::new());
     for (run, line) in entries {
         let content = Content { run_id: *run, at, kind: line.kind, step: line.step, actor, detail: &line.detail };
         let entry = Entry::chained(&head, &content);
         head = entry.head();
         positions.push(entry.position);
-        prev_hashes.push(entry.prev_hash);
         hashes.push(entry.hash);
     }
     let mut args = pg_columns(at, actor, entries);
-    args.extend([Arg::Ints(positions), Arg::Texts(prev_hashes), Arg::Texts(hashes)]);
+    args.extend([Arg::Ints(positions), Arg::Texts(hashes)]);
     tx.execute(APPEND_CHAINED_PG, args).await?;
     tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
     Ok(())
@@ -321,8 +317,12 @@ pub(crate) async fn seal_all(store: &Store) -> Result<u64, StoreError> {
     }
 }
 
-fn entry(row: &Row) -> Result<Entry, StoreError> {
-    Ok(Entry {
+/// An entry read from its row, and whether the row carries its `prev_hash`
+/// (rows written before migration 14 do; [`link`] fills in the others).
+fn entry(row: &Row) -> Result<(Entry, bool), StoreError> {
+    let prev_hash: Option<String> = row.get(7)?;
+    let stored = prev_hash.is_some();
+    let entry = Entry {
         position: row.get(0)?,
         run_id: row.get(1)?,
         at: row.get(2)?,
@@ -330,10 +330,39 @@ fn entry(row: &Row) -> Result<Entry, StoreError> {
         step: row.get(4)?,
         actor: row.get(5)?,
         detail: row.get(6)?,
+        prev_hash: prev_hash.unwrap_or_default(),
         // A row without a hash was not chained: it shows as tampered.
-        prev_hash: row.get::<Option<String>>(7)?.unwrap_or_default(),
         hash: row.get::<Option<String>>(8)?.unwrap_or_default(),
-    })
+    };
+    Ok((entry, stored))
+}
+
+/// Gives each entry whose row has no `prev_hash` the hash of its
+/// predecessor, the entry at the position before: the entry before it in
+/// `entries` when that is the one, else the genesis (position 1), the
+/// retention `checkpoint` (the last entry the cut removed), or the row at
+/// that position. No such row leaves it empty, so verification reports the
+/// entry as tampered with (a deleted predecessor is a gap either way).
+async fn link(tx: &mut Tx, rows: Vec<(Entry, bool)>, checkpoint: Option<&Head>) -> Result<Vec<Entry>, StoreError> {
+    let mut entries: Vec<Entry> = Vec::with_capacity(rows.len());
+    for (mut entry, stored) in rows {
+        if !stored {
+            let before = entry.position - 1;
+            entry.prev_hash = match entries.last() {
+                Some(last) if last.position == before => last.hash.clone(),
+                _ if before == 0 => Head::genesis().hash,
+                _ if checkpoint.is_some_and(|c| c.position == before) => {
+                    checkpoint.map(|c| c.hash.clone()).unwrap_or_default()
+                }
+                _ => match tx.fetch_optional(HASH_AT, vec![before.into()]).await? {
+                    Some(row) => row.get::<Option<String>>(0)?.unwrap_or_default(),
+                    None => String::new(),
+                },
+            };
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
 }
 
 impl Store {
@@ -356,10 +385,26 @@ impl Store {
         let mut tx = self.pool.begin_read().await?;
         let head = read_head(&mut tx, HEAD_READ).await?;
         let checkpoint = crate::retention::checkpoint(&mut tx).await?;
-        let args: Vec<Arg> = vec![after.into(), head.position.into(), run_id.into(), i64::from(limit).into()];
-        let entries = tx.fetch_all(PAGE, args).await?.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
-        let full = limit > 0 && entries.len() >= usize::try_from(limit).unwrap_or(usize::MAX);
-        let next = if full { entries.last().map(|e| e.position) } else { None };
+        // The whole journal: positions have no gaps, so the page is the
+        // range after `from` (the checkpoint when reading from before it),
+        // and the next page starts where this range ends, however many rows
+        // it held. One run's entries: up to `limit` of them before the head.
+        let from = after.max(checkpoint.as_ref().map_or(0, |c| c.position));
+        let upto = match run_id {
+            None => head.position.min(from.saturating_add(i64::from(limit))),
+            Some(_) => head.position,
+        };
+        let args: Vec<Arg> = vec![from.into(), upto.into(), run_id.into(), i64::from(limit).into()];
+        let rows = tx.fetch_all(PAGE, args).await?.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
+        let entries = link(&mut tx, rows, checkpoint.as_ref()).await?;
+        let next = match run_id {
+            _ if limit == 0 => None,
+            None => (upto < head.position).then_some(upto),
+            Some(_) => {
+                let full = entries.len() >= usize::try_from(limit).unwrap_or(usize::MAX);
+                if full { entries.last().map(|e| e.position) } else { None }
+            }
+        };
         Ok(AuditPage { entries, head, next, checkpoint })
     }
 }

@@ -82,6 +82,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (11, "listing columns and indexes", include_str!("../migrations/sqlite/0011_listing.sql")),
     (12, "runs fillfactor", include_str!("../migrations/sqlite/0012_runs_fillfactor.sql")),
     (13, "admission keys and journal checkpoint", include_str!("../migrations/sqlite/0013_partitions.sql")),
+    (14, "narrower journal", include_str!("../migrations/sqlite/0014_narrower_journal.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -97,6 +98,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (11, "listing columns and indexes", include_str!("../migrations/pg/0011_listing.sql")),
     (12, "runs fillfactor", include_str!("../migrations/pg/0012_runs_fillfactor.sql")),
     (13, "day partitions, admission keys and journal checkpoint", include_str!("../migrations/pg/0013_partitions.sql")),
+    (14, "narrower journal", include_str!("../migrations/pg/0014_narrower_journal.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.

@@ -16,7 +16,7 @@ use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::model::run::RunState;
 use coordinator_store::{Decision, Store, StoreError};
 
-use super::support::{T0, TestDb, admit, deciding, raw, run_id, workflow};
+use super::support::{T0, TestDb, admit, deciding, raw, raw_count, run_id, workflow};
 use super::{accepted_read, ok};
 
 /// Seals every pending entry; returns how many.
@@ -359,4 +359,44 @@ pub(crate) async fn an_upgrade_chains_the_entries_written_before(db: &TestDb) {
     seal(db).await;
     let (entries, head) = journal(db).await;
     assert!(entries.len() > 3 && audit::verify(&entries, &head).is_ok());
+}
+
+/// Sealed rows store no `prev_hash` (migration 14): each entry's predecessor
+/// hash is read from the entry at the position before — within the page, from
+/// the row before the page's first entry, for every entry of one run's page —
+/// and a row written with its `prev_hash` (before migration 14) keeps it.
+pub(crate) async fn entries_link_to_the_entry_before_without_storing_its_hash(db: &TestDb) {
+    let wf = workflow();
+    for n in 1..=3 {
+        admit(db, &wf, &run_id(n), T0).await;
+    }
+    seal(db).await;
+    ok(db.apply(&run_id(2), T0 + 1, journaling_all(vec!["a".into(), "b".into()])).await, "note");
+    seal(db).await;
+    assert_eq!(raw_count(db, "SELECT count(*) FROM audit WHERE prev_hash IS NOT NULL").await, 0);
+    let (entries, head) = journal(db).await;
+    ok(audit::verify(&entries, &head).map_err(|e| StoreError::Corrupt(e.to_string())), "verify");
+    let hash_at = |position: i64| entries.iter().find(|e| e.position == position).map(|e| e.hash.clone());
+    for after in 0..head.position {
+        let page = ok(db.audit(None, after, 2).await, "a page from the middle");
+        let first = page.entries.first().unwrap_or_else(|| panic!("a page after {after}"));
+        let expected = if after == 0 { Some(Head::genesis().hash) } else { hash_at(after) };
+        assert_eq!(Some(first.prev_hash.clone()), expected, "the first entry after {after}");
+    }
+    let run = ok(db.audit(Some(&run_id(2)), 0, 100).await, "one run's entries");
+    assert!(run.entries.len() >= 3, "{:?}", run.entries);
+    for e in &run.entries {
+        let expected = if e.position == 1 { Some(Head::genesis().hash) } else { hash_at(e.position - 1) };
+        assert_eq!(Some(e.prev_hash.clone()), expected, "entry {}", e.position);
+    }
+    // A row as an older schema sealed it: its stored `prev_hash` is what is read.
+    raw(db, "UPDATE audit SET prev_hash = 'stored' WHERE position = 2").await;
+    let page = ok(db.audit(None, 1, 1).await, "the older row");
+    assert_eq!(page.entries.first().map(|e| e.prev_hash.as_str()), Some("stored"));
+    // A deleted predecessor leaves the entry after it unlinked, found as tampering.
+    raw(db, "UPDATE audit SET prev_hash = NULL WHERE position = 2").await;
+    raw(db, "DELETE FROM audit WHERE position = 3").await;
+    let page = ok(db.audit(None, 3, 1).await, "after the gap");
+    assert_eq!(page.entries.first().map(|e| e.prev_hash.as_str()), Some(""));
+    assert!(check(db).await.is_err());
 }
