@@ -19,8 +19,8 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
-use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use crate::group::{self, Gates, SqliteTx};
 use crate::wakeups::Announcer;
 use crate::{StoreError, wakeups};
 
@@ -49,18 +49,6 @@ pub(crate) enum Dialect {
     Sqlite,
     /// PostgreSQL.
     Pg,
-}
-
-/// Where this process's SQLite writers queue, in arrival order: SQLite admits
-/// one writer anyway, and a connection that finds the database locked waits
-/// in its busy handler's growing sleeps (up to 100 ms each), not in a queue.
-/// Background writers (the worker's claims and reports, the sealer) first
-/// take turns among themselves in their own lane, so at most one of them is
-/// ever ahead of a request's writer (an admission, an operator's command).
-#[derive(Debug, Default)]
-pub(crate) struct Gates {
-    writer: Arc<Mutex<()>>,
-    background: Arc<Mutex<()>>,
 }
 
 /// Whose write a transaction is, for SQLite's [`Gates`] (PostgreSQL's
@@ -120,15 +108,10 @@ impl Pool {
     /// Starts a transaction that can write, for `writer`.
     pub(crate) async fn begin_for(&self, writer: Writer) -> Result<Tx, StoreError> {
         match self {
-            Pool::Sqlite(p, gates) => {
-                let lane = match writer {
-                    Writer::Request => None,
-                    Writer::Background => Some(Arc::clone(&gates.background).lock_owned().await),
-                };
-                let gate = Arc::clone(&gates.writer).lock_owned().await;
-                let tx = p.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
-                Ok(Tx::Sqlite(SqliteTx { tx, _writer: Some(gate), _lane: lane }))
-            }
+            Pool::Sqlite(p, gates) => Ok(Tx::Sqlite(match writer {
+                Writer::Request => group::begin_member(p, gates).await?,
+                Writer::Background => group::begin_background(p, gates).await?,
+            })),
             Pool::Pg(p, a) => Ok(Tx::Pg(p.begin().await.map_err(db)?, Announce::new(a))),
         }
     }
@@ -342,7 +325,7 @@ impl Tx {
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
         match self {
-            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.execute(&mut *t.tx).await.map_err(db)?.rows_affected()),
+            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.execute(t.conn()?).await.map_err(db)?.rows_affected()),
             Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?.execute(&mut **c).await.map_err(db)?.rows_affected()),
             Tx::Pg(tx, _) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
             Tx::PgRead(conn, _) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
@@ -356,7 +339,7 @@ impl Tx {
         args: Vec<Arg>,
     ) -> Result<Option<Row>, StoreError> {
         match self {
-            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.fetch_optional(&mut *t.tx).await.map_err(db)?.map(Row::Sqlite)),
+            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.fetch_optional(t.conn()?).await.map_err(db)?.map(Row::Sqlite)),
             Tx::SqliteRead(c) => {
                 Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **c).await.map_err(db)?.map(Row::Sqlite))
             }
@@ -369,7 +352,7 @@ impl Tx {
     pub(crate) async fn fetch_all(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Row>, StoreError> {
         match self {
             Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?
-                .fetch_all(&mut *t.tx)
+                .fetch_all(t.conn()?)
                 .await
                 .map_err(db)?
                 .into_iter()
@@ -397,7 +380,7 @@ impl Tx {
         let rows = match self {
             Tx::Sqlite(t) => bind_sqlite(&sql, args)?
                 .persistent(false)
-                .fetch_all(&mut *t.tx)
+                .fetch_all(t.conn()?)
                 .await
                 .map_err(db)?
                 .into_iter()
@@ -434,7 +417,7 @@ impl Tx {
     /// Commits.
     pub(crate) async fn commit(self) -> Result<(), StoreError> {
         match self {
-            Tx::Sqlite(t) => t.tx.commit().await.map_err(db),
+            Tx::Sqlite(t) => t.commit().await,
             Tx::Pg(tx, announce) => {
                 tx.commit().await.map_err(db)?;
                 if announce.due {
@@ -443,6 +426,18 @@ impl Tx {
                 Ok(())
             }
             // Nothing to commit: every statement committed on its own.
+            Tx::PgRead(..) | Tx::SqliteRead(_) => Ok(()),
+        }
+    }
+
+    /// Ends a transaction that is to write nothing, once what it read may be
+    /// answered from: rolled back, except that a SQLite request's writer in a
+    /// group waits for its group's commit (`group`), since it may have read
+    /// what earlier members wrote. Its error replaces the caller's answer.
+    pub(crate) async fn abandon(self) -> Result<(), StoreError> {
+        match self {
+            Tx::Sqlite(t) => t.abandon().await,
+            Tx::Pg(tx, _) => tx.rollback().await.map_err(db),
             Tx::PgRead(..) | Tx::SqliteRead(_) => Ok(()),
         }
     }
@@ -457,14 +452,6 @@ impl Tx {
             Tx::Sqlite(_) | Tx::SqliteRead(_) => {}
         }
     }
-}
-
-/// A SQLite transaction; a writing one holds this process's writer gate
-/// (and a background one its lane) until it ends.
-pub(crate) struct SqliteTx {
-    tx: Transaction<'static, Sqlite>,
-    _writer: Option<OwnedMutexGuard<()>>,
-    _lane: Option<OwnedMutexGuard<()>>,
 }
 
 /// A result row of either backend.

@@ -33,6 +33,7 @@ mod batch;
 mod claims;
 mod db;
 mod events;
+mod group;
 mod hold;
 mod inbox;
 mod listing;

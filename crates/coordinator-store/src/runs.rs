@@ -116,6 +116,7 @@ impl Store {
         if tx.execute(PUT_PACKAGE, args).await? == 0 {
             let stored = fetch_package(&mut tx, &package.revision).await?;
             if stored.as_ref().map(|p| (&p.workflow, &p.digest)) != Some((&package.workflow, &package.digest)) {
+                tx.abandon().await?;
                 return Err(StoreError::Conflict {
                     what: format!("package {} with another content", package.revision),
                 });
@@ -140,14 +141,16 @@ impl Store {
         actor: Option<&str>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        match fetch_package(&mut tx, revision).await? {
-            None => return Err(StoreError::NotFound { what: format!("package {revision}") }),
+        let refused = match fetch_package(&mut tx, revision).await? {
+            None => Some(StoreError::NotFound { what: format!("package {revision}") }),
             Some(p) if p.workflow != workflow => {
-                return Err(StoreError::Conflict {
-                    what: format!("revision {revision} is of workflow {}", p.workflow),
-                });
+                Some(StoreError::Conflict { what: format!("revision {revision} is of workflow {}", p.workflow) })
             }
-            Some(_) => {}
+            Some(_) => None,
+        };
+        if let Some(refused) = refused {
+            tx.abandon().await?;
+            return Err(refused);
         }
         let before: Option<String> =
             tx.fetch_optional(ACTIVE, vec![workflow.into()]).await?.map(|r| r.get(0)).transpose()?;
@@ -319,6 +322,7 @@ impl Store {
             if let Some(event) = event
                 && let Some(run_id) = events::find(&mut tx, &new.workflow, event).await?
             {
+                tx.abandon().await?;
                 return Ok(Admission::Existing(run_id));
             }
             if let Some(existing) = find_key(&mut tx, new).await? {
@@ -328,6 +332,8 @@ impl Store {
                         continue;
                     }
                     tx.commit().await?;
+                } else {
+                    tx.abandon().await?;
                 }
                 return existing;
             }
@@ -437,9 +443,16 @@ impl Store {
         // A fenced report is the worker's; anything else answers a request.
         let writer = if fence.is_some() { Writer::Background } else { Writer::Request };
         let mut tx = self.pool.begin_for(writer).await?;
-        let version = apply_locked(&mut tx, run_id, at, expected, fence, actor, decide).await?;
-        tx.commit().await?;
-        Ok(version)
+        match apply_locked(&mut tx, run_id, at, expected, fence, actor, decide).await {
+            Ok(version) => {
+                tx.commit().await?;
+                Ok(version)
+            }
+            Err(e) => {
+                tx.abandon().await?;
+                Err(e)
+            }
+        }
     }
 
     /// A run's row.
