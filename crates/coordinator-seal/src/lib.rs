@@ -196,6 +196,11 @@ impl Keyring {
         mac.finalize().into_bytes().into()
     }
 
+    /// Whether the keyring holds the key with id `id`.
+    pub fn holds(&self, id: &str) -> bool {
+        self.keys.contains_key(id)
+    }
+
     /// The key id a sealed value names (for rotation: which rows still use an old key).
     ///
     /// # Errors

@@ -7,6 +7,7 @@
 
 use coordinator_core::model::run::RunState;
 
+use crate::db::Dialect;
 use crate::{Store, StoreError};
 
 const RUNS_BY_STATE: &str = "SELECT state, COUNT(*) FROM runs GROUP BY state";
@@ -132,6 +133,40 @@ impl Store {
         // In Rust, not SQL: the same (byte) order whatever the database's collation.
         counts.sort_by(|a, b| (&a.workflow, a.reason).cmp(&(&b.workflow, b.reason)));
         Ok(counts)
+    }
+}
+
+/// The key ids that the sealed snapshots of runs not finished name, read from
+/// the header `coordinator_seal` writes (a version byte, the key id's length
+/// in one byte, the id), only for runs not finished (the partial index
+/// `runs_state_listing` on PostgreSQL).
+const SEALED_KEY_IDS_PG: &str = "SELECT DISTINCT substring(snapshot FROM 3 FOR get_byte(snapshot, 1)) FROM runs \
+     WHERE state <> 'finished' AND length(snapshot) > 2";
+/// [`SEALED_KEY_IDS_PG`] for SQLite, which has no `get_byte`: the length byte
+/// read from its two hex digits.
+const SEALED_KEY_IDS_SQLITE: &str = "SELECT DISTINCT substr(snapshot, 3, \
+     (instr('0123456789ABCDEF', substr(hex(substr(snapshot, 2, 1)), 1, 1)) - 1) * 16 \
+     + instr('0123456789ABCDEF', substr(hex(substr(snapshot, 2, 1)), 2, 1)) - 1) FROM runs \
+     WHERE state <> 'finished' AND length(snapshot) > 2";
+
+impl Store {
+    /// The payload key ids named by the sealed snapshots of the runs not
+    /// finished (the runs the service will open to go on with them), sorted.
+    /// `coordinator serve` refuses to start when one is not configured.
+    pub async fn sealed_key_ids(&self) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        let sql = match tx.dialect() {
+            Dialect::Pg => SEALED_KEY_IDS_PG,
+            Dialect::Sqlite => SEALED_KEY_IDS_SQLITE,
+        };
+        let mut ids = Vec::new();
+        for row in tx.fetch_all(sql, Vec::new()).await? {
+            let id: Vec<u8> = row.get(0)?;
+            ids.push(String::from_utf8_lossy(&id).into_owned());
+        }
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
     }
 }
 

@@ -37,6 +37,14 @@ pub enum ServeError {
     /// `telemetry` names an exporter that cannot be built.
     #[error(transparent)]
     Telemetry(#[from] TelemetryError),
+    /// Runs not finished were sealed with payload keys the runtime file does not hold.
+    #[error(
+        "runs not finished were sealed with payload key {}, which payloadKeys in the runtime file does not hold: \
+         add {} to payloadKeys.keys (the active key may stay as it is) and start again",
+        quoted(.0),
+        if .0.len() == 1 { "it" } else { "them" }
+    )]
+    PayloadKeysMissing(Vec<String>),
     /// The listener cannot be bound.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {
@@ -52,9 +60,19 @@ impl ServeError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             ServeError::Deployment(e) => e.is_unavailable(),
-            ServeError::Telemetry(_) => false,
+            ServeError::Telemetry(_) | ServeError::PayloadKeysMissing(_) => false,
             ServeError::Database(_) | ServeError::NotMigrated(_) | ServeError::Listen { .. } => true,
         }
+    }
+}
+
+/// Key ids as `a`, `b` and `c`.
+fn quoted(ids: &[String]) -> String {
+    let quoted: Vec<String> = ids.iter().map(|id| format!("`{id}`")).collect();
+    match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
@@ -139,6 +157,13 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         Store::connect(deployment.database_url.expose()).await.map_err(|e| ServeError::Database(e.to_string()))?;
     // A schema from another version (or none) shows up as the first statement failing.
     let hold = store.hold().await.map_err(|e| ServeError::NotMigrated(e.to_string()))?;
+    // Every run the service would go on with must open: a key left out of
+    // payloadKeys would leave its runs failing one by one.
+    let used = store.sealed_key_ids().await.map_err(|e| ServeError::Database(e.to_string()))?;
+    let missing: Vec<String> = used.into_iter().filter(|id| !deployment.keyring.holds(id)).collect();
+    if !missing.is_empty() {
+        return Err(ServeError::PayloadKeysMissing(missing));
+    }
     let package = &deployment.package;
     if mode == Mode::Normal {
         store.put_package(&deployment.package).await.map_err(|e| ServeError::Database(e.to_string()))?;

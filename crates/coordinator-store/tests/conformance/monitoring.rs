@@ -11,7 +11,7 @@ use coordinator_core::model::run::RunState;
 use coordinator_store::{AttentionCount, AttentionReason, Decision, NewRun, QueueHeads, Store, StoreError, WorkKind};
 use sqlx::{Connection, PgConnection};
 
-use super::support::{T0, TestDb, admit, deciding, decode, first, new_run, run_id, with_actions, workflow};
+use super::support::{T0, TestDb, admit, deciding, decode, first, new_run, raw, run_id, with_actions, workflow};
 use super::{LEASE_MS, accepted_read, ok};
 
 /// A failure guard: a ping answers or fails at once; a hang would last until
@@ -164,4 +164,27 @@ pub(crate) async fn runs_in_attention_are_counted_by_workflow_and_reason(store: 
         ok(store.attention_by_reason().await, "after release"),
         vec![count("another-workflow", effect, 1), count("reviewed-notice", effect, 2)]
     );
+}
+
+/// The key ids named by the sealed snapshots of runs not finished, read from
+/// the sealed header (a version byte, the id's length, the id), a length
+/// past 127 included; a finished run's key is not among them.
+pub(crate) async fn sealed_key_ids_name_the_keys_of_runs_not_finished(db: &TestDb) {
+    let wf = workflow();
+    let long = "a".repeat(200);
+    let sealed = |id: &str| {
+        let mut bytes = vec![1_u8, u8::try_from(id.len()).unwrap_or(0)];
+        bytes.extend_from_slice(id.as_bytes());
+        bytes.extend_from_slice(&[7_u8; 40]);
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    for (n, key, state) in
+        [(1, "k1", "running"), (2, long.as_str(), "attention"), (3, "old", "finished"), (4, "k1", "running")]
+    {
+        let id = admit(db, &wf, &run_id(n), T0).await;
+        let literal =
+            if db.is_postgres() { format!("'\\x{}'::bytea", sealed(key)) } else { format!("X'{}'", sealed(key)) };
+        raw(db, &format!("UPDATE runs SET snapshot = {literal}, state = '{state}' WHERE id = '{id}'")).await;
+    }
+    assert_eq!(ok(db.sealed_key_ids().await, "key ids"), vec![long, "k1".to_owned()]);
 }

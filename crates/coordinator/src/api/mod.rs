@@ -47,6 +47,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use coordinator_core::model::runtime::Role;
+use coordinator_seal::SealError;
 
 use crate::access::Access;
 use crate::engine::Engine;
@@ -219,6 +220,17 @@ impl From<EngineError> for ApiError {
             },
             EngineError::RestoreHoldPlaced => ApiError::new(StatusCode::CONFLICT, "restore-hold.placed", e.to_string()),
             EngineError::RunIdTaken => ApiError::new(StatusCode::CONFLICT, "run-id.taken", e.to_string()),
+            EngineError::Seal(SealError::UnknownKey(ref id)) => {
+                tracing::error!(key_id = %id, "a run's data was sealed with a payload key this deployment does not hold");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "payload-key.missing",
+                    format!(
+                        "the run's data was sealed with payload key `{id}`, which this deployment does not hold: \
+                         add it to payloadKeys.keys in the runtime file and restart"
+                    ),
+                )
+            }
             other => {
                 tracing::error!(error = %other, "a request could not be completed");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the request could not be completed")

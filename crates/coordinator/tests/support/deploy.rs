@@ -106,6 +106,8 @@ pub struct DeploymentSpec {
     pub access: String,
     /// Extra files written next to runtime.yaml (name, content), e.g. more tokens.
     pub files: Vec<(String, String)>,
+    /// `payloadKeys:` as flow YAML (default: `k1`, the file `payload-key`).
+    pub payload_keys: String,
 }
 
 impl DeploymentSpec {
@@ -122,6 +124,7 @@ impl DeploymentSpec {
             access: "{tokens: [{subject: operator, token: file:operator-token, roles: [admit, read, operate]}]}"
                 .to_owned(),
             files: vec![("operator-token".to_owned(), format!("{}\n", crate::support::TOKEN))],
+            payload_keys: "{active: k1, keys: {k1: file:payload-key}}".to_owned(),
         }
     }
 
@@ -151,8 +154,9 @@ impl DeploymentSpec {
             )
         };
         let yaml = format!(
-            "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {{url: file:database-url}}\npayloadKeys: {{active: k1, keys: {{k1: file:payload-key}}}}\nlisten: \"{listen}\"\npackage: {{path: reviewed-notice.pkg, digest: \"{digest}\"}}\nconnections:\n{c1}{c2}{c3}access: {access}\n{extra}",
+            "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {{url: file:database-url}}\npayloadKeys: {payload_keys}\nlisten: \"{listen}\"\npackage: {{path: reviewed-notice.pkg, digest: \"{digest}\"}}\nconnections:\n{c1}{c2}{c3}access: {access}\n{extra}",
             listen = self.listen,
+            payload_keys = self.payload_keys,
             c1 = connection("registry"),
             c2 = connection("casework"),
             c3 = connection("messaging"),
