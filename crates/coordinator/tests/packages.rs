@@ -122,7 +122,7 @@ fn packages_are_refused_without_their_digest_unreadable_or_with_unknown_connecti
 
         let other = format!("sha256:{}", "0".repeat(64));
         let (status, error) = activate(&dev, &format!("?digest={other}"), &bytes, octets).await;
-        assert_eq!((status, error["code"].as_str()), (422, Some("package.digest-mismatch")), "{error}");
+        assert_eq!((status, error["code"].as_str()), (409, Some("package.digest-mismatch")), "{error}");
         assert!(error["message"].as_str().is_some_and(|m| m.contains(&digest)), "{error}");
 
         let garbage = b"{\"format\": \"not-a-package\", \"secret\": \"s3cr3t\"}".to_vec();

@@ -67,6 +67,12 @@ async fn probes_on(postgres: bool) {
     let longest = "k".repeat(255);
     let (status, body) = send(client.post(format!("{url}/v1/runs")).json(&admit(&longest))).await;
     assert_eq!(status, 201, "{store}: the longest key is admitted: {body}");
+    // Bounds count characters, as the OpenAPI schema's maxLength does: 255 of
+    // four bytes each are admitted, 256 refused.
+    let (status, body) = send(client.post(format!("{url}/v1/runs")).json(&admit(&"\u{1F600}".repeat(255)))).await;
+    assert_eq!(status, 201, "{store}: 255 characters of 4 bytes: {body}");
+    let (status, body) = send(client.post(format!("{url}/v1/runs")).json(&admit(&"\u{1F600}".repeat(256)))).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("idempotency.key-invalid")), "{store}: {body}");
 
     // Workflow and revision with NUL: refused, naming the field.
     let mut bad = admit("k-2");
@@ -98,10 +104,10 @@ async fn probes_on(postgres: bool) {
         assert_eq!(response.status().as_u16(), 202, "{store}: completion with {content_type:?}");
     }
 
-    // An empty cursor is the first page.
+    // An empty cursor is the first page (the two runs admitted above).
     let (status, page) = send(client.get(format!("{url}/v1/runs?cursor="))).await;
     assert_eq!(status, 200, "{store}: {page}");
-    assert_eq!(page["runs"].as_array().map(Vec::len), Some(1), "{store}: {page}");
+    assert_eq!(page["runs"].as_array().map(Vec::len), Some(2), "{store}: {page}");
 
     // The service is still up and answers normally.
     let (status, _) = send(client.get(format!("{url}/healthz"))).await;

@@ -2,7 +2,7 @@
 //! package on a running service (`POST /v1/packages?digest=…` with the file's
 //! bytes, unchanged). Without `--digest` the digest of the file is computed
 //! here; with it, the service refuses a file whose bytes do not hash to it
-//! (`422 package.digest-mismatch`), which is how a deployment pins what it
+//! (`409 package.digest-mismatch`), which is how a deployment pins what it
 //! reviewed.
 
 use std::path::Path;

@@ -100,7 +100,11 @@ fn refusal(e: ActivationError) -> ApiError {
     let message = e.to_string();
     let unprocessable = |code| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message.clone());
     match e {
-        ActivationError::DigestMismatch { .. } => unprocessable("package.digest-mismatch"),
+        // The bytes conflict with the digest the request pins (checked before
+        // anything is read from them): 409, like a revision stored with other bytes.
+        ActivationError::DigestMismatch { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "package.digest-mismatch", message.clone())
+        }
         ActivationError::Invalid(_) => unprocessable("package.invalid"),
         ActivationError::UnknownConnection { .. } => unprocessable("package.unknown-connection"),
         ActivationError::RevisionConflict { .. } => {

@@ -38,18 +38,23 @@ pub(super) struct AdmitBody {
 
 /// The largest admission body accepted, in bytes (`413 request.too-large` above it).
 pub(super) const ADMISSION_LIMIT: usize = 2 << 20;
-/// The longest idempotency key accepted, in bytes (PostgreSQL indexes the
-/// key: an entry of a megabyte was refused as `500 internal`).
+/// The longest idempotency key accepted, in characters (PostgreSQL indexes
+/// the key: an entry of a megabyte was refused as `500 internal`; 255
+/// characters are at most 1 020 bytes).
 pub(super) const KEY_MAX: usize = 255;
-/// The longest workflow name or revision accepted, in bytes.
+/// The longest workflow name or revision accepted, in characters.
 pub(super) const NAME_MAX: usize = 255;
 
-/// `400 request.invalid` unless `text` is 1 to `max` bytes without control characters.
+/// Whether `text` is 1 to `max` characters without a control character (the
+/// OpenAPI schema `Name`: JSON Schema counts characters, not bytes).
+fn usable(text: &str, max: usize) -> bool {
+    !text.is_empty() && text.chars().count() <= max && !super::guard::has_control(text)
+}
+
+/// `400 request.invalid` unless `text` is [`usable`].
 fn check_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
-    if text.is_empty() || text.len() > max || super::guard::has_control(text) {
-        return Err(ApiError::bad_request(format!(
-            "{field} must be 1 to {max} bytes of UTF-8 without control characters"
-        )));
+    if !usable(text, max) {
+        return Err(ApiError::bad_request(format!("{field} must be 1 to {max} characters without control characters")));
     }
     Ok(())
 }
@@ -71,12 +76,12 @@ pub(super) async fn admit(
     check_text("workflow", &body.workflow, NAME_MAX)?;
     check_text("revision", &body.revision, NAME_MAX)?;
     if let Some(key) = &body.idempotency_key
-        && (key.is_empty() || key.len() > KEY_MAX || super::guard::has_control(key))
+        && !usable(key, KEY_MAX)
     {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "idempotency.key-invalid",
-            format!("idempotencyKey must be 1 to {KEY_MAX} bytes of UTF-8 without control characters"),
+            format!("idempotencyKey must be 1 to {KEY_MAX} characters without control characters"),
         ));
     }
     if !caller.holds(Role::Admit, &body.workflow) {
