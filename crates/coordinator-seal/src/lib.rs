@@ -1,7 +1,7 @@
 //! Sealing protected payloads at rest (SPEC §4).
 //!
 //! Owns AES-256-GCM sealing of run definitions, inputs, prepared commands,
-//! product responses and completion values: a fresh random 96-bit nonce per
+//! product responses and completion values, and of stored packages: a fresh random 96-bit nonce per
 //! seal, the key's id stored beside the ciphertext (so keys can be rotated:
 //! new seals use the active key, old ones open with the key they name), and
 //! associated data that binds each ciphertext to its run, its purpose and its
@@ -40,6 +40,9 @@ pub enum Purpose {
     Output,
     /// A run's whole state snapshot (it carries the input, commands, outputs and values above).
     Snapshot,
+    /// A stored package (a workflow's definition and function source); its
+    /// binding's `run` is the package's revision.
+    Package,
 }
 
 impl Purpose {
@@ -52,6 +55,7 @@ impl Purpose {
             Purpose::Completion => "completion",
             Purpose::Output => "output",
             Purpose::Snapshot => "snapshot",
+            Purpose::Package => "package",
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct Keyring {
     keys: BTreeMap<String, Aes256Gcm>,
     /// The active key's bytes, only ever used as an HMAC key by [`Keyring::derive`].
     derivation: Vec<u8>,
+    /// Every other key's bytes, likewise only for [`Keyring::derive_each`].
+    others: Vec<Vec<u8>>,
 }
 
 impl fmt::Debug for Keyring {
@@ -129,9 +135,12 @@ impl Keyring {
     pub fn new(active: &str, keys: impl IntoIterator<Item = (String, Vec<u8>)>) -> Result<Keyring, SealError> {
         let mut ring = BTreeMap::new();
         let mut derivation = None;
+        let mut others = Vec::new();
         for (id, bytes) in keys {
             if id == active {
                 derivation = Some(bytes.clone());
+            } else {
+                others.push(bytes.clone());
             }
             if id.is_empty() || id.len() > 255 {
                 return Err(SealError::KeyId(id));
@@ -143,7 +152,7 @@ impl Keyring {
         let Some(derivation) = derivation.filter(|_| ring.contains_key(active)) else {
             return Err(SealError::NoActiveKey(active.to_owned()));
         };
-        Ok(Keyring { active: active.to_owned(), keys: ring, derivation })
+        Ok(Keyring { active: active.to_owned(), keys: ring, derivation, others })
     }
 
     /// The id of the key new seals use.
@@ -187,13 +196,14 @@ impl Keyring {
     /// derives the same one and no extra secret is needed. Rotating the active
     /// key changes it. The purpose should name what the key is for and a version.
     pub fn derive(&self, purpose: &str) -> [u8; 32] {
-        // HMAC takes a key of any length: construction cannot fail.
-        let Ok(mut mac) = <Hmac<Sha256> as hmac::KeyInit>::new_from_slice(&self.derivation) else {
-            unreachable!("HMAC-SHA256 accepts keys of every length")
-        };
-        mac.update(b"coordinator.derive.v1\n");
-        mac.update(purpose.as_bytes());
-        mac.finalize().into_bytes().into()
+        derive_from(&self.derivation, purpose)
+    }
+
+    /// [`Keyring::derive`] from every key the keyring holds, the active one
+    /// first: what was derived before a rotation is among them while the old
+    /// key is kept.
+    pub fn derive_each(&self, purpose: &str) -> Vec<[u8; 32]> {
+        std::iter::once(&self.derivation).chain(&self.others).map(|key| derive_from(key, purpose)).collect()
     }
 
     /// Whether the keyring holds the key with id `id`.
@@ -208,6 +218,16 @@ impl Keyring {
     pub fn key_of(sealed: &[u8]) -> Result<&str, SealError> {
         parts(sealed).map(|(id, _, _)| id)
     }
+}
+
+fn derive_from(key: &[u8], purpose: &str) -> [u8; 32] {
+    // HMAC takes a key of any length: construction cannot fail.
+    let Ok(mut mac) = <Hmac<Sha256> as hmac::KeyInit>::new_from_slice(key) else {
+        unreachable!("HMAC-SHA256 accepts keys of every length")
+    };
+    mac.update(b"coordinator.derive.v1\n");
+    mac.update(purpose.as_bytes());
+    mac.finalize().into_bytes().into()
 }
 
 fn parts(sealed: &[u8]) -> Result<(&str, &[u8], &[u8]), SealError> {

@@ -37,6 +37,7 @@ mod group;
 mod hold;
 mod inbox;
 mod listing;
+mod packages;
 mod persist;
 mod retention;
 mod runs;

@@ -16,18 +16,16 @@ use crate::at_once::{self, AtOnce};
 use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Pool, Tx, Writer};
 use crate::listing::{run_columns, run_row};
+use crate::packages::fetch_package;
 use crate::persist::persist;
 use crate::types::{
-    Admission, AdmissionGate, Claim, Decision, Guarded, KeyedRun, NewRun, Package, RunMeta, RunRow, TriggerEvent,
+    Admission, AdmissionGate, Claim, Decision, Guarded, KeyedRun, NewRun, RunMeta, RunRow, TriggerEvent,
 };
 use crate::{Store, StoreError, claims, events};
 
 /// How often an admission re-reads after losing an insert race before giving up.
 const ADMISSION_ROUNDS: usize = 3;
 
-const PUT_PACKAGE: &str = "INSERT INTO packages (revision, workflow, digest, bytes) VALUES ($1, $2, $3, $4) \
-     ON CONFLICT (revision) DO NOTHING";
-const PACKAGE: &str = "SELECT revision, workflow, digest, bytes FROM packages WHERE revision = $1";
 const ACTIVATE: &str = "INSERT INTO active_revisions (workflow, revision) VALUES ($1, $2) \
      ON CONFLICT (workflow) DO UPDATE SET revision = excluded.revision";
 const ACTIVE: &str = "SELECT revision FROM active_revisions WHERE workflow = $1";
@@ -103,33 +101,6 @@ const LOAD_RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id =
 const RUN_META: &str = "SELECT revision, trace_parent FROM runs WHERE id = $1";
 
 impl Store {
-    /// Stores a package. Storing the same revision again is a no-op; the same
-    /// revision with another digest is a [`StoreError::Conflict`].
-    pub async fn put_package(&self, package: &Package) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let args: Vec<Arg> = vec![
-            package.revision.as_str().into(),
-            package.workflow.as_str().into(),
-            package.digest.as_str().into(),
-            package.bytes.as_slice().into(),
-        ];
-        if tx.execute(PUT_PACKAGE, args).await? == 0 {
-            let stored = fetch_package(&mut tx, &package.revision).await?;
-            if stored.as_ref().map(|p| (&p.workflow, &p.digest)) != Some((&package.workflow, &package.digest)) {
-                tx.abandon().await?;
-                return Err(StoreError::Conflict {
-                    what: format!("package {} with another content", package.revision),
-                });
-            }
-        }
-        tx.commit().await
-    }
-
-    /// A stored package.
-    pub async fn package(&self, revision: &str) -> Result<Option<Package>, StoreError> {
-        fetch_package(&mut self.pool.begin_read().await?, revision).await
-    }
-
     /// Makes a stored revision the one new admissions of its workflow get.
     /// A change is journaled (kind `activation`, no run) at `at`, caused by
     /// `actor` (`None`: the coordinator itself, e.g. `serve` pinning its package).
@@ -577,11 +548,6 @@ async fn find_key(tx: &mut Tx, new: &NewRun) -> Result<Option<Result<Admission, 
     let Some(row) = tx.fetch_optional(FIND_KEY, args).await? else { return Ok(None) };
     let keyed = KeyedRun { id: row.get(0)?, revision: row.get(1)?, input_digest: row.get(2)? };
     Ok(Some(keyed.admission_for(new)))
-}
-
-async fn fetch_package(tx: &mut Tx, revision: &str) -> Result<Option<Package>, StoreError> {
-    let Some(row) = tx.fetch_optional(PACKAGE, vec![revision.into()]).await? else { return Ok(None) };
-    Ok(Some(Package { revision: row.get(0)?, workflow: row.get(1)?, digest: row.get(2)?, bytes: row.get(3)? }))
 }
 
 #[cfg(test)]

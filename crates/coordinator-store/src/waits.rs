@@ -14,8 +14,21 @@ impl Store {
     /// References are the products' own ids, so several runs (on different
     /// connections) may share one; the caller checks which wait it concerns.
     pub async fn waiting_on(&self, reference: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.waiting_on_any(&[reference.to_owned()]).await
+    }
+
+    /// [`Store::waiting_on`] for any of `references` (the index of one
+    /// reference under several keys), each wait once, sorted.
+    pub async fn waiting_on_any(&self, references: &[String]) -> Result<Vec<(String, String)>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        let rows = tx.fetch_all(WAITING_ON, vec![reference.into()]).await?;
-        rows.iter().map(|row| Ok((row.get(0)?, row.get(1)?))).collect()
+        let mut waits = Vec::new();
+        for reference in references {
+            for row in tx.fetch_all(WAITING_ON, vec![reference.as_str().into()]).await? {
+                waits.push((row.get(0)?, row.get(1)?));
+            }
+        }
+        waits.sort();
+        waits.dedup();
+        Ok(waits)
     }
 }

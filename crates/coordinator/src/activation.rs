@@ -103,6 +103,7 @@ impl Engine {
             digest: digest.to_owned(),
             bytes: bytes.to_vec(),
         };
+        let stored = crate::stored_package::sealed(&self.keyring, &stored).map_err(EngineError::Seal)?;
         self.store.put_package(&stored).await.map_err(|e| match e {
             StoreError::Conflict { .. } => ActivationError::RevisionConflict { revision: revision.clone() },
             other => ActivationError::Engine(other.into()),

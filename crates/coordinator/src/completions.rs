@@ -22,7 +22,8 @@ pub async fn nudge(engine: &Engine, connection: &str, reference: &str) -> Result
         return Ok(());
     }
     let mut first_error = None;
-    for (run_id, step) in engine.store().waiting_on(reference).await? {
+    let lookups = crate::wait_index::lookups(&engine.keyring, reference);
+    for (run_id, step) in engine.store().waiting_on_any(&lookups).await? {
         let Some(row) = engine.store().load(&run_id).await? else { continue };
         if row.state != RunState::Running {
             continue;

@@ -33,6 +33,7 @@ use crate::dev_secrets::{self, hex};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::project_dir::ProjectDir;
+use crate::stored_package;
 
 /// How long the casework simulator takes to decide a review by itself in dev.
 pub const AUTO_DECIDE: Duration = Duration::from_secs(2);
@@ -145,8 +146,6 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         digest: built.digest,
         bytes: built.bytes,
     };
-    store.put_package(&stored).await.map_err(EngineError::Store)?;
-    store.activate(&workflow, &checked.revision, crate::engine::now_ms(), None).await.map_err(EngineError::Store)?;
 
     let listener = TcpListener::bind(options.listen).await.map_err(io)?;
     let addr = listener.local_addr().map_err(io)?;
@@ -176,6 +175,9 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
     // Kept in the data directory, so that a restart with the same `--data` opens every run (`dev_secrets`).
     let payload_key = dev_secrets::kept(&data_dir, dev_secrets::PAYLOAD_KEY)?;
     let keyring = Keyring::new("dev-1", [("dev-1".to_owned(), payload_key)]).map_err(EngineError::Seal)?;
+    let sealed = stored_package::sealed(&keyring, &stored).map_err(EngineError::Seal)?;
+    store.put_package(&sealed).await.map_err(EngineError::Store)?;
+    store.activate(&workflow, &checked.revision, crate::engine::now_ms(), None).await.map_err(EngineError::Store)?;
     let token = match options.token {
         Some(t) if t.trim().is_empty() || t.trim() != t => {
             return Err(DevError::Io("--token must be non-empty, without surrounding whitespace".to_owned()));

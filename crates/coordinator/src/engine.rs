@@ -95,7 +95,7 @@ pub struct RunView {
 /// The engine's collaborators and caches. Shared as `Arc<Engine>`.
 pub struct Engine {
     pub(crate) store: Store,
-    keyring: Keyring,
+    pub(crate) keyring: Keyring,
     pub(crate) products: ProductClient,
     /// Connection name → how to reach the product.
     pub(crate) connections: HashMap<String, Connection>,
@@ -272,7 +272,8 @@ impl Engine {
             .package(revision)
             .await?
             .ok_or_else(|| EngineError::Corrupt(format!("no package for revision {revision}")))?;
-        let package = package::read(&stored.bytes, Some(&stored.digest))
+        let bytes = crate::stored_package::opened(&self.keyring, &stored)?;
+        let package = package::read(&bytes, Some(&stored.digest))
             .map_err(|e| EngineError::Corrupt(format!("package {revision}: {e}")))?;
         let wf = Workflow::compile(package.definition, Limits::default())
             .and_then(|wf| wf.with_event_schemas(&self.event_schemas))
@@ -592,7 +593,7 @@ impl Engine {
             Some(coordinator_core::machine::run::Attention::RestoreHold) | None => None,
         };
         Ok(Decision {
-            actions: t.actions.clone(),
+            actions: crate::wait_index::for_store(&self.keyring, &t.actions),
             snapshot,
             state: run.state,
             held: run.held,

@@ -50,7 +50,9 @@ pub mod sealer;
 pub mod serve;
 pub mod signature;
 pub(crate) mod snapshot;
+pub(crate) mod stored_package;
 pub mod telemetry;
+pub(crate) mod wait_index;
 pub mod worker;
 
 pub use engine::{AdmitRequest, AdmitResult, Engine, RunView};

@@ -166,7 +166,13 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     }
     let package = &deployment.package;
     if mode == Mode::Normal {
-        store.put_package(&deployment.package).await.map_err(|e| ServeError::Database(e.to_string()))?;
+        let sealed = crate::stored_package::sealed(&deployment.keyring, &deployment.package)
+            .map_err(|e| ServeError::Database(format!("sealing the package: {e}")))?;
+        store.put_package(&sealed).await.map_err(|e| ServeError::Database(e.to_string()))?;
+        // Packages an older version stored in clear are sealed now.
+        crate::stored_package::seal_clear_rows(&store, &deployment.keyring)
+            .await
+            .map_err(|e| ServeError::Database(format!("sealing stored packages: {e}")))?;
         store
             .activate(&package.workflow, &package.revision, crate::engine::now_ms(), None)
             .await
