@@ -11,6 +11,12 @@
 //! verifies from end to end.
 //!
 //! The simulators live in the test process, so they outlive every kill.
+//!
+//! The bench mode is the same test, larger, by environment variables:
+//! `CHAOS_RUNS=10000 CHAOS_KILLS=100 CHAOS_FAULTS=500 CHAOS_PG_RESTARTS=5
+//! cargo test --release -p coordinator --test chaos -- --nocapture`
+//! (`CHAOS_PG_RESTARTS` restarts the local PostgreSQL cluster with
+//! `pg_ctlcluster`, spread over the kills); it prints what it did.
 
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 #[path = "support/deploy.rs"]
@@ -32,10 +38,57 @@ use deploy::{DeploymentSpec, eager_reviewed_notice, free_ports, sim_server};
 use serde_json::{Value, json};
 use support::{authorized_client, on_runtime, sample_input};
 
-/// Runs admitted in all.
+/// Runs admitted in all (CI size; `CHAOS_RUNS`).
 const RUNS: usize = 200;
-/// Times a process is killed.
+/// Times a process is killed (`CHAOS_KILLS`).
 const KILLS: usize = 12;
+/// Product faults queued in all, spread over the kills (`CHAOS_FAULTS`).
+const FAULT_COUNT: usize = 24;
+
+/// How large a run of the test is.
+struct Sizes {
+    runs: usize,
+    kills: usize,
+    faults: usize,
+    pg_restarts: usize,
+}
+
+impl Sizes {
+    fn from_env() -> Sizes {
+        let var = |name: &str, default: usize| {
+            std::env::var(name).ok().map_or(default, |v| v.parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")))
+        };
+        Sizes {
+            runs: var("CHAOS_RUNS", RUNS),
+            kills: var("CHAOS_KILLS", KILLS).max(1),
+            faults: var("CHAOS_FAULTS", FAULT_COUNT),
+            pg_restarts: var("CHAOS_PG_RESTARTS", 0),
+        }
+    }
+}
+
+/// Restarts the local PostgreSQL cluster (bench mode) and waits until it answers.
+fn restart_postgres() {
+    let version = std::fs::read_dir("/etc/postgresql")
+        .unwrap_or_else(|e| panic!("/etc/postgresql: {e}"))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .max()
+        .unwrap_or_else(|| panic!("no PostgreSQL cluster in /etc/postgresql"));
+    let restarted = Command::new("pg_ctlcluster")
+        .args(["--skip-systemctl-redirect", &version, "main", "restart"])
+        .status()
+        .unwrap_or_else(|e| panic!("pg_ctlcluster: {e}"));
+    assert!(restarted.success(), "pg_ctlcluster restart failed");
+    for _ in 0..600 {
+        let ready = Command::new("pg_isready").args(["-h", "127.0.0.1", "-p", "5432", "-q"]).status();
+        if ready.is_ok_and(|s| s.success()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("PostgreSQL did not come back after a restart");
+}
 /// The faults queued before each kill, on one of the two mutations.
 const FAULTS: [&str; 4] = ["unavailable", "drop-response-after-effect", "drop-request", "timeout"];
 const MUTATIONS: [(&str, &str); 2] = [("casework", "submit-review-request/v1"), ("messaging", "submit-message/v1")];
@@ -238,22 +291,35 @@ fn two_processes_killed_and_faulted_lose_nothing_and_repeat_no_effect() {
         for url in &urls {
             wait_healthy(&client, url).await;
         }
+        let sizes = Sizes::from_env();
+        let started = std::time::Instant::now();
         let mut schedule = Schedule(0x2545_f491_4f6c_dd1d);
         let mut admissions = Vec::new();
-        let per_round = RUNS.div_ceil(KILLS);
-        for round in 0..KILLS {
-            for i in round * per_round..((round + 1) * per_round).min(RUNS) {
+        let per_round = sizes.runs.div_ceil(sizes.kills);
+        let (mut faults_queued, mut pg_restarted) = (0_usize, 0_usize);
+        for round in 0..sizes.kills {
+            for i in round * per_round..((round + 1) * per_round).min(sizes.runs) {
                 admissions.push(tokio::spawn(admit(client.clone(), urls.clone(), revision.clone(), i)));
             }
-            let (product, operation) = MUTATIONS[schedule.pick(MUTATIONS.len())];
-            let fault = FAULTS[schedule.pick(FAULTS.len())];
-            let body = json!({"operation": operation, "fault": fault, "count": 1 + schedule.next(3)});
-            let (status, answer) = support::post(&format!("{}/sim/{product}/v1/faults", sims.base), &body).await;
-            assert_eq!(status, 200, "{answer}");
+            // This round's share of the faults (each queued for one call, or a few).
+            let due = (round + 1) * sizes.faults / sizes.kills;
+            while faults_queued < due {
+                let (product, operation) = MUTATIONS[schedule.pick(MUTATIONS.len())];
+                let fault = FAULTS[schedule.pick(FAULTS.len())];
+                let count = (1 + schedule.pick(3)).min(due - faults_queued);
+                let body = json!({"operation": operation, "fault": fault, "count": count});
+                let (status, answer) = support::post(&format!("{}/sim/{product}/v1/faults", sims.base), &body).await;
+                assert_eq!(status, 200, "{answer}");
+                faults_queued += count;
+            }
             tokio::time::sleep(Duration::from_millis(50 + schedule.next(700))).await;
             let victim = &mut processes[schedule.pick(2)];
             victim.kill_and_restart();
             let url = victim.url.clone();
+            if pg_restarted < (round + 1) * sizes.pg_restarts / sizes.kills {
+                tokio::task::spawn_blocking(restart_postgres).await.unwrap_or_else(|e| panic!("restart: {e}"));
+                pg_restarted += 1;
+            }
             wait_healthy(&client, &url).await;
         }
         let mut runs = Vec::new();
@@ -262,26 +328,37 @@ fn two_processes_killed_and_faulted_lose_nothing_and_repeat_no_effect() {
         }
         runs.sort();
         runs.dedup();
-        assert_eq!(runs.len(), RUNS, "one run per idempotency key");
+        assert_eq!(runs.len(), sizes.runs, "one run per idempotency key");
 
-        // Let every run end; settle the ones a kill or a fault left with an unknown effect.
+        // Let every run end; settle the ones a kill or a fault left with an
+        // unknown effect. Only runs not ended yet are looked at again.
         let mut states: BTreeMap<String, Value> = BTreeMap::new();
+        let mut pending: Vec<String> = runs.clone();
         let mut settled = 0_usize;
-        for _ in 0..1200 {
-            states.clear();
-            for run in &runs {
-                if let Some(v) = get_any(&client, &urls, &format!("/v1/runs/{run}")).await {
-                    if v["state"] == "attention" && settle(&client, &urls, run).await {
-                        settled += 1;
+        for _ in 0..1200 + sizes.runs / 2 {
+            let mut still = Vec::new();
+            for run in pending {
+                match get_any(&client, &urls, &format!("/v1/runs/{run}")).await {
+                    Some(v) if v["state"] != "running" && v["state"] != "attention" => {
+                        states.insert(run, v);
                     }
-                    states.insert(run.clone(), v);
+                    Some(v) => {
+                        if v["state"] == "attention" && settle(&client, &urls, &run).await {
+                            settled += 1;
+                        }
+                        states.insert(run.clone(), v);
+                        still.push(run);
+                    }
+                    None => still.push(run),
                 }
             }
-            if states.len() == RUNS && states.values().all(|v| v["state"] != "running" && v["state"] != "attention") {
+            pending = still;
+            if pending.is_empty() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        assert!(pending.is_empty(), "{} runs never ended: {pending:?}", pending.len());
         let unfinished: Vec<&Value> = states.values().filter(|v| v["outcome"] != "notice-sent").collect();
         let logs: String = processes.iter().map(|p| std::fs::read_to_string(&p.log).unwrap_or_default()).collect();
         assert!(unfinished.is_empty(), "{} runs did not reach notice-sent: {unfinished:?}\n{logs}", unfinished.len());
@@ -289,14 +366,26 @@ fn two_processes_killed_and_faulted_lose_nothing_and_repeat_no_effect() {
             [("casework", sims.sims.casework.effects()), ("messaging", sims.sims.messaging.effects())]
         {
             let mutations: Vec<_> = effects.iter().filter(|e| e.idempotency_key.is_some()).collect();
-            assert_eq!(mutations.len(), RUNS, "{product}: one key per run: {mutations:?}");
+            assert_eq!(mutations.len(), sizes.runs, "{product}: one key per run: {mutations:?}");
             assert!(mutations.iter().all(|e| e.effects == 1), "{product}: one effect per key: {mutations:?}");
         }
         // The faults (an answer lost after the effect, at the least) left runs for an operator.
         assert!(settled > 0, "the chaos left nothing to settle: it tested nothing uncertain");
         let (entries, head) = journal(&client, &urls).await;
         let verified = audit::verify(&entries, &head).unwrap_or_else(|e| panic!("the journal does not verify: {e}"));
-        assert!(verified.checked >= u64::try_from(RUNS * 10).unwrap_or(0), "{} entries checked", verified.checked);
+        assert!(
+            verified.checked >= u64::try_from(sizes.runs * 10).unwrap_or(0),
+            "{} entries checked",
+            verified.checked
+        );
+        println!(
+            "chaos: {} runs, {} kills, {faults_queued} faults, {pg_restarted} PostgreSQL restarts, {settled} operator commands \
+             sent, {} journal entries verified, in {:.0} s",
+            sizes.runs,
+            sizes.kills,
+            verified.checked,
+            started.elapsed().as_secs_f64()
+        );
         drop(processes);
         drop(db);
     });
