@@ -1,21 +1,24 @@
 //! Stored packages: a workflow revision's package bytes (opaque here: the
 //! service seals them, `coordinator::stored_package`), its workflow and its
-//! digest, one row per revision. A revision is stored once; storing it again
-//! with the same digest changes nothing.
+//! digest, one row per revision. Storing a revision again with the same
+//! workflow and digest replaces only its bytes (the same package sealed
+//! afresh, e.g. under a new payload key); with another, it is refused.
 
 use crate::db::{Arg, Tx};
 use crate::types::Package;
 use crate::{Store, StoreError};
 
 const PUT_PACKAGE: &str = "INSERT INTO packages (revision, workflow, digest, bytes) VALUES ($1, $2, $3, $4) \
-     ON CONFLICT (revision) DO NOTHING";
+     ON CONFLICT (revision) DO UPDATE SET bytes = excluded.bytes \
+     WHERE packages.workflow = excluded.workflow AND packages.digest = excluded.digest";
 const PACKAGE: &str = "SELECT revision, workflow, digest, bytes FROM packages WHERE revision = $1";
 const REVISIONS: &str = "SELECT revision FROM packages ORDER BY revision";
 const REPLACE_BYTES: &str = "UPDATE packages SET bytes = $3 WHERE revision = $1 AND bytes = $2";
 
 impl Store {
-    /// Stores a package. Storing the same revision again is a no-op; the same
-    /// revision with another digest is a [`StoreError::Conflict`].
+    /// Stores a package. Storing the same revision again with the same
+    /// workflow and digest replaces its bytes; the same revision with another
+    /// digest is a [`StoreError::Conflict`].
     pub async fn put_package(&self, package: &Package) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let args: Vec<Arg> = vec![

@@ -169,8 +169,8 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         let sealed = crate::stored_package::sealed(&deployment.keyring, &deployment.package)
             .map_err(|e| ServeError::Database(format!("sealing the package: {e}")))?;
         store.put_package(&sealed).await.map_err(|e| ServeError::Database(e.to_string()))?;
-        // Packages an older version stored in clear are sealed now.
-        crate::stored_package::seal_clear_rows(&store, &deployment.keyring)
+        // Packages stored in clear, or under a key that is no longer the active one, are sealed again.
+        crate::stored_package::reseal_rows(&store, &deployment.keyring)
             .await
             .map_err(|e| ServeError::Database(format!("sealing stored packages: {e}")))?;
         store

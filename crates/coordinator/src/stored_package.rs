@@ -5,8 +5,11 @@
 //! reveal it.
 //!
 //! A row an older version stored in clear is still read (its bytes are
-//! checked against its digest by whoever reads the package, as before), and
-//! `coordinator serve` seals such rows at start ([`seal_clear_rows`]).
+//! checked against its digest by whoever reads the package, as before).
+//! `coordinator serve` stores its pinned package afresh at every start (under
+//! the active key), and re-seals under the active key every other row stored
+//! in clear or sealed under another key it holds ([`reseal_rows`]), so that
+//! once every process has started after a rotation, the old key seals no package.
 
 use coordinator_seal::{Binding, Keyring, Purpose, SealError};
 use coordinator_store::{Package, Store};
@@ -46,20 +49,25 @@ pub(crate) fn opened(keyring: &Keyring, stored: &Package) -> Result<Vec<u8>, Eng
     Ok(keyring.open(binding(&stored.revision), &stored.bytes)?)
 }
 
-/// Seals every package row stored in clear (by a version before packages
-/// were sealed); returns how many. Each is replaced only while it still holds
-/// the clear bytes read, so a concurrent start does no harm.
+/// Re-seals under the active key every package row stored in clear (by a
+/// version before packages were sealed) or sealed under another key the
+/// keyring holds; returns how many. A row sealed under a key not held is left
+/// as it is. Each is replaced only while it still holds the bytes read, so a
+/// concurrent start does no harm.
 ///
 /// # Errors
-/// A store failure, or [`SealError`] for an absurdly large package.
-pub(crate) async fn seal_clear_rows(store: &Store, keyring: &Keyring) -> Result<u64, EngineError> {
+/// A store failure, or [`SealError`] for an absurdly large package or a row
+/// that does not open.
+pub(crate) async fn reseal_rows(store: &Store, keyring: &Keyring) -> Result<u64, EngineError> {
     let mut sealed_rows = 0;
     for revision in store.package_revisions().await? {
         let Some(stored) = store.package(&revision).await? else { continue };
-        if is_sealed(&stored.bytes) {
-            continue;
+        match Keyring::key_of(&stored.bytes) {
+            Ok(key) if key == keyring.active() || !keyring.holds(key) => continue,
+            Ok(_) | Err(_) => {}
         }
-        let replacement = sealed(keyring, &stored)?;
+        let clear = Package { bytes: opened(keyring, &stored)?, ..stored.clone() };
+        let replacement = sealed(keyring, &clear)?;
         if store.replace_package_bytes(&revision, &stored.bytes, &replacement.bytes).await? {
             sealed_rows += 1;
         }
@@ -99,13 +107,32 @@ mod tests {
                 store.package(&p.revision).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("row"));
             assert_eq!(opened(&ring, &stored).unwrap_or_else(|e| panic!("{e}")), p.bytes);
         }
-        assert_eq!(seal_clear_rows(&store, &ring).await.unwrap_or_else(|e| panic!("{e}")), 1);
-        assert_eq!(seal_clear_rows(&store, &ring).await.unwrap_or_else(|e| panic!("{e}")), 0, "once");
+        assert_eq!(reseal_rows(&store, &ring).await.unwrap_or_else(|e| panic!("{e}")), 1);
+        assert_eq!(reseal_rows(&store, &ring).await.unwrap_or_else(|e| panic!("{e}")), 0, "once");
         let stored = store.package("r-old").await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("row"));
         assert!(is_sealed(&stored.bytes) && stored.bytes != old.bytes);
         assert_eq!(opened(&ring, &stored).unwrap_or_else(|e| panic!("{e}")), old.bytes);
         // Sealed for its revision: moved to another revision's row, it does not open.
         let moved = Package { revision: "r-new".to_owned(), ..stored };
         assert!(opened(&ring, &moved).is_err());
+        // After a rotation (k2 active, k1 kept) both rows are sealed again under k2.
+        let keys = [("k1".to_owned(), vec![9_u8; 32]), ("k2".to_owned(), vec![8_u8; 32])];
+        let rotated = Keyring::new("k2", keys).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(reseal_rows(&store, &rotated).await.unwrap_or_else(|e| panic!("{e}")), 2);
+        for p in [&old, &new] {
+            let stored =
+                store.package(&p.revision).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("row"));
+            assert_eq!(Keyring::key_of(&stored.bytes).ok(), Some("k2"));
+            assert_eq!(opened(&rotated, &stored).unwrap_or_else(|e| panic!("{e}")), p.bytes);
+        }
+        // Storing a revision again with its digest replaces its bytes; another digest is refused.
+        store
+            .put_package(&sealed(&ring, &old).unwrap_or_else(|e| panic!("{e}")))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let again = store.package("r-old").await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("row"));
+        assert_eq!(Keyring::key_of(&again.bytes).ok(), Some("k1"));
+        let other = Package { digest: "d-other".to_owned(), ..old.clone() };
+        assert!(store.put_package(&other).await.is_err());
     }
 }
