@@ -325,7 +325,9 @@ impl Tx {
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
         match self {
-            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.execute(t.conn()?).await.map_err(db)?.rows_affected()),
+            Tx::Sqlite(t) => {
+                Ok(bind_sqlite(sql, args)?.execute(t.conn()?).await.map_err(|e| t.failed(e))?.rows_affected())
+            }
             Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?.execute(&mut **c).await.map_err(db)?.rows_affected()),
             Tx::Pg(tx, _) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
             Tx::PgRead(conn, _) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
@@ -339,7 +341,9 @@ impl Tx {
         args: Vec<Arg>,
     ) -> Result<Option<Row>, StoreError> {
         match self {
-            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?.fetch_optional(t.conn()?).await.map_err(db)?.map(Row::Sqlite)),
+            Tx::Sqlite(t) => {
+                Ok(bind_sqlite(sql, args)?.fetch_optional(t.conn()?).await.map_err(|e| t.failed(e))?.map(Row::Sqlite))
+            }
             Tx::SqliteRead(c) => {
                 Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **c).await.map_err(db)?.map(Row::Sqlite))
             }
@@ -354,7 +358,7 @@ impl Tx {
             Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?
                 .fetch_all(t.conn()?)
                 .await
-                .map_err(db)?
+                .map_err(|e| t.failed(e))?
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect()),
@@ -382,7 +386,7 @@ impl Tx {
                 .persistent(false)
                 .fetch_all(t.conn()?)
                 .await
-                .map_err(db)?
+                .map_err(|e| t.failed(e))?
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect(),

@@ -21,6 +21,10 @@
 //! found what it looked for) has its savepoint rolled back by the next holder
 //! of the gate; one with no member before it takes the shared transaction
 //! with it. A failed commit fails every member: none of their writes happened.
+//! So does a statement error after which SQLite may have rolled the whole
+//! transaction back by itself (a full disk, an I/O error: [`ROLLS_BACK`]): the
+//! shared transaction is then rolled back rather than committed, since what
+//! earlier members wrote may be gone.
 //!
 //! Background writers (the worker's claims and reports, the sealer) first take
 //! turns among themselves in their own lane, so at most one of them is ever
@@ -38,6 +42,10 @@ use crate::db::db;
 const SAVEPOINT: &str = "SAVEPOINT member";
 const RELEASE: &str = "RELEASE SAVEPOINT member";
 const UNDO: &str = "ROLLBACK TO SAVEPOINT member";
+/// SQLite's primary result codes after which it may have rolled back the
+/// whole transaction by itself: `SQLITE_BUSY`, `SQLITE_NOMEM`,
+/// `SQLITE_IOERR`, `SQLITE_CORRUPT`, `SQLITE_FULL`.
+const ROLLS_BACK: [i64; 5] = [5, 7, 10, 11, 13];
 
 /// Where this process's SQLite writers queue, in arrival order (see the
 /// module doc): SQLite admits one writer anyway, and a connection that finds
@@ -62,13 +70,20 @@ struct Shared {
     members: usize,
     /// A member was dropped without committing: its savepoint is still to be undone.
     undo: bool,
+    /// A statement failed in a way after which SQLite may have rolled the
+    /// transaction back: it is rolled back, never committed.
+    broken: bool,
     /// The commit's outcome, left for the members.
     outcome: Arc<OnceLock<Result<(), String>>>,
 }
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("members", &self.members).field("undo", &self.undo).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("members", &self.members)
+            .field("undo", &self.undo)
+            .field("broken", &self.broken)
+            .finish_non_exhaustive()
     }
 }
 
@@ -110,10 +125,18 @@ impl Gates {
     /// Commits the shared transaction (its last member's savepoint undone
     /// first if need be) and leaves the outcome for its members.
     async fn finish(&self, mut shared: Shared) -> Result<(), String> {
+        if shared.broken {
+            let _ = shared.outcome.set(Err(BROKEN.to_owned()));
+            discard(shared.tx).await;
+            return Err(BROKEN.to_owned());
+        }
         let undone = if shared.undo { undo(&mut shared.tx).await } else { Ok(()) };
         let outcome = match undone {
             Ok(()) => shared.tx.commit().await.map_err(|e| db(e).to_string()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => {
+                discard(shared.tx).await;
+                Err(e.to_string())
+            }
         };
         self.commits.fetch_add(1, Ordering::SeqCst);
         let _ = shared.outcome.set(outcome.clone());
@@ -125,6 +148,25 @@ impl Gates {
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::SeqCst)
     }
+}
+
+/// What the members of a broken shared transaction are told.
+const BROKEN: &str = "a statement failed in a way after which the database may have rolled the shared \
+     transaction back (a full disk, an I/O error): nothing of it was committed";
+
+/// Whether SQLite may have rolled the whole transaction back after `e`.
+fn may_have_rolled_back(e: &sqlx::Error) -> bool {
+    let code = e.as_database_error().and_then(|d| d.code()).and_then(|c| c.parse::<i64>().ok());
+    code.is_some_and(|c| ROLLS_BACK.contains(&(c & 0xff)))
+}
+
+/// Rolls back a broken shared transaction. SQLite may have rolled it back
+/// by itself already, which the driver does not know: a `BEGIN` first (it
+/// fails harmlessly while the transaction is still open) gives its rollback
+/// a transaction to end, so the connection goes back to the pool clean.
+async fn discard(mut tx: Transaction<'static, Sqlite>) {
+    let _ = sqlx::query("BEGIN").execute(&mut *tx).await;
+    let _ = tx.rollback().await;
 }
 
 /// Undoes the last member's savepoint.
@@ -152,6 +194,11 @@ pub(crate) async fn begin_background(pool: &SqlitePool, gates: &Arc<Gates>) -> R
 pub(crate) async fn begin_member(pool: &SqlitePool, gates: &Arc<Gates>) -> Result<SqliteTx, StoreError> {
     let writer = gates.enter().await;
     let mut shared = match gates.take_shared() {
+        Some(shared) if shared.broken => {
+            let _ = shared.outcome.set(Err(BROKEN.to_owned()));
+            discard(shared.tx).await;
+            None
+        }
         Some(mut shared) if shared.undo => match undo(&mut shared.tx).await {
             Ok(()) => {
                 shared.undo = false;
@@ -160,6 +207,7 @@ pub(crate) async fn begin_member(pool: &SqlitePool, gates: &Arc<Gates>) -> Resul
             Err(e) => {
                 // The shared transaction cannot go on: it fails for its members.
                 let _ = shared.outcome.set(Err(e.to_string()));
+                discard(shared.tx).await;
                 None
             }
         },
@@ -167,7 +215,7 @@ pub(crate) async fn begin_member(pool: &SqlitePool, gates: &Arc<Gates>) -> Resul
     };
     if shared.is_none() {
         let tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
-        shared = Some(Shared { tx, members: 0, undo: false, outcome: Arc::new(OnceLock::new()) });
+        shared = Some(Shared { tx, members: 0, undo: false, broken: false, outcome: Arc::new(OnceLock::new()) });
     }
     let mut member = Member { shared, gates: Arc::clone(gates), writer: Some(writer) };
     sqlx::query(SAVEPOINT).execute(member.conn()?).await.map_err(db)?;
@@ -181,6 +229,19 @@ impl SqliteTx {
             SqliteTx::Own { tx, .. } => Ok(&mut **tx),
             SqliteTx::Member(member) => member.conn(),
         }
+    }
+
+    /// The store's error for a statement that failed in this transaction; a
+    /// failure after which SQLite may have rolled the transaction back marks a
+    /// shared one broken (module doc).
+    pub(crate) fn failed(&mut self, e: sqlx::Error) -> StoreError {
+        if let SqliteTx::Member(member) = self
+            && may_have_rolled_back(&e)
+            && let Some(shared) = member.shared.as_mut()
+        {
+            shared.broken = true;
+        }
+        db(e)
     }
 
     /// Commits: a background writer's transaction at once; a member's writes
@@ -261,7 +322,10 @@ impl Drop for Member {
         if let Some(mut shared) = self.shared.take() {
             if shared.members == 0 {
                 let _ = shared.outcome.set(Err("rolled back".to_owned()));
-                drop(shared);
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) if shared.broken => drop(runtime.spawn(discard(shared.tx))),
+                    _ => drop(shared),
+                }
             } else {
                 shared.undo = true;
                 self.gates.put_shared(shared);
@@ -276,7 +340,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::db::{Pool, Tx, Writer};
+    use crate::db::{Arg, Pool, Tx, Writer};
 
     /// A failure guard only: how long the test waits for its writers to queue.
     const QUEUE_LIMIT: Duration = Duration::from_secs(60);
@@ -397,6 +461,59 @@ mod tests {
         assert_eq!(seen, 1);
         assert_eq!(names(&pool).await, vec!["first".to_owned()]);
         first.await.unwrap_or_else(|e| panic!("task: {e}")).unwrap_or_else(|e| panic!("first: {e}"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_database_fails_the_whole_group_and_commits_none_of_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let (pool, gates) = pool(&dir).await;
+        let held = hold_gate(&pool).await;
+        let first = writer(&pool, "first", true);
+        queued(&gates, 1).await;
+        // The second member fills the database (SQLITE_FULL), after which SQLite
+        // may roll the transaction back by itself: the group must not commit.
+        let filler = {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let mut tx = pool.begin_for(Writer::Request).await?;
+                let pages: i64 = tx.fetch_all("PRAGMA page_count", Vec::new()).await?[0].get(0)?;
+                tx.execute("SELECT 1", Vec::new()).await?;
+                let limit = format!("PRAGMA max_page_count = {pages}");
+                sqlx::query(&limit).execute(tx_conn(&mut tx)?).await.map_err(db)?;
+                let big = vec![7_u8; 1 << 20];
+                let full = tx.execute("INSERT INTO t (name) VALUES ($1)", vec![Arg::Bytes(big)]).await;
+                sqlx::query("PRAGMA max_page_count = 1073741823").execute(tx_conn(&mut tx)?).await.map_err(db)?;
+                Ok::<bool, StoreError>(full.is_err())
+            })
+        };
+        queued(&gates, 2).await;
+        // A third member after it: its answer must match what became of its write.
+        let third = writer(&pool, "third", true);
+        queued(&gates, 3).await;
+        held.commit().await.unwrap_or_else(|e| panic!("held: {e}"));
+        let refused = filler.await.unwrap_or_else(|e| panic!("task: {e}")).unwrap_or_else(|e| panic!("filler: {e}"));
+        assert!(refused, "the insert over max_page_count fails");
+        let first = first.await.unwrap_or_else(|e| panic!("task: {e}"));
+        assert!(first.is_err(), "the first member is told its write did not happen: {first:?}");
+        let third = third.await.unwrap_or_else(|e| panic!("task: {e}"));
+        let stored = names(&pool).await;
+        assert!(!stored.contains(&"first".to_owned()), "and it did not: {stored:?}");
+        assert_eq!(
+            third.is_ok(),
+            stored.contains(&"third".to_owned()),
+            "the third's answer is true: {third:?} {stored:?}"
+        );
+        // The next writer starts afresh.
+        writer(&pool, "after", true).await.unwrap_or_else(|e| panic!("task: {e}")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(names(&pool).await.contains(&"after".to_owned()));
+    }
+
+    /// The connection of a writer's transaction (tests).
+    fn tx_conn(tx: &mut Tx) -> Result<&mut SqliteConnection, StoreError> {
+        match tx {
+            Tx::Sqlite(t) => t.conn(),
+            _ => Err(StoreError::Database("not a SQLite writer".into())),
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
