@@ -128,6 +128,28 @@ impl Process {
         let _ = self.child.wait();
         self.child = spawn(&self.runtime, &self.log);
     }
+
+    /// Waits until the process answers `/healthz`, starting it again if it
+    /// exited meanwhile (a start while the database restarts gives up, as a
+    /// supervisor would see it do).
+    async fn healthy(&mut self, client: &reqwest::Client) {
+        for _ in 0..1200 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                self.child = spawn(&self.runtime, &self.log);
+            }
+            if let Ok(r) = client.get(format!("{}/healthz", self.url)).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "coordinator serve did not become healthy at {}:\n{}",
+            self.url,
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
 }
 
 impl Drop for Process {
@@ -147,18 +169,6 @@ fn spawn(runtime: &Path, log: &Path) -> Child {
         .stderr(Stdio::from(err))
         .spawn()
         .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"))
-}
-
-async fn wait_healthy(client: &reqwest::Client, url: &str) {
-    for _ in 0..600 {
-        if let Ok(r) = client.get(format!("{url}/healthz")).send().await
-            && r.status().is_success()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("coordinator serve did not become healthy at {url}");
 }
 
 /// Admits run `i` through one process, then the other, until one answers; the same key always gives the same run.
@@ -288,8 +298,8 @@ fn two_processes_killed_and_faulted_lose_nothing_and_repeat_no_effect() {
                 Process::start(runtime.clone(), url.clone(), dir.path().join(format!("process-{n}.log")))
             })
             .collect();
-        for url in &urls {
-            wait_healthy(&client, url).await;
+        for process in &mut processes {
+            process.healthy(&client).await;
         }
         let sizes = Sizes::from_env();
         let started = std::time::Instant::now();
@@ -312,15 +322,15 @@ fn two_processes_killed_and_faulted_lose_nothing_and_repeat_no_effect() {
                 assert_eq!(status, 200, "{answer}");
                 faults_queued += count;
             }
-            tokio::time::sleep(Duration::from_millis(50 + schedule.next(700))).await;
-            let victim = &mut processes[schedule.pick(2)];
-            victim.kill_and_restart();
-            let url = victim.url.clone();
             if pg_restarted < (round + 1) * sizes.pg_restarts / sizes.kills {
                 tokio::task::spawn_blocking(restart_postgres).await.unwrap_or_else(|e| panic!("restart: {e}"));
                 pg_restarted += 1;
             }
-            wait_healthy(&client, &url).await;
+            tokio::time::sleep(Duration::from_millis(50 + schedule.next(700))).await;
+            processes[schedule.pick(2)].kill_and_restart();
+            for process in &mut processes {
+                process.healthy(&client).await;
+            }
         }
         let mut runs = Vec::new();
         for admission in admissions {
