@@ -21,13 +21,7 @@ fn hashed(key: &[u8; 32], reference: &str) -> String {
         unreachable!("HMAC-SHA256 accepts keys of every length")
     };
     mac.update(reference.as_bytes());
-    let digest = mac.finalize().into_bytes();
-    let mut text = String::with_capacity(3 + 2 * digest.len());
-    text.push_str("h1:");
-    for byte in digest {
-        text.push_str(&format!("{byte:02x}"));
-    }
-    text
+    format!("h1:{}", crate::dev_secrets::hex(&mac.finalize().into_bytes()))
 }
 
 /// What the store keeps for `reference`: its hash under the active key.
