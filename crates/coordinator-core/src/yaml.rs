@@ -181,10 +181,11 @@ pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
             if e.info().contains("tab") && column > 1 && line_text.chars().nth(column - 2) == Some('\t') {
                 column -= 1;
             }
+            let (line, column) = within_text(text, m.line(), column);
             Diagnostic::error(
                 Code::YamlSyntax,
                 file,
-                Span::at(m.line(), column),
+                Span::at(line, column),
                 format!("YAML syntax error: {}", e.info()),
                 "fix the YAML at this position (indentation, quoting, or a missing `:`)",
             )
@@ -192,6 +193,18 @@ pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
         builder.event(event, span_of(span.start, span.end))?;
     }
     Ok(builder.root.unwrap_or(Node { value: NodeValue::Null, span: Span::at(1, 1) }))
+}
+
+/// The parser marks an error at the end of a text without a final newline
+/// on the line after the last one: such a position moves back to the end of
+/// the last line, so the diagnostic points into the file.
+fn within_text(text: &str, line: usize, column: usize) -> (usize, usize) {
+    let lines = text.split('\n').count();
+    if line <= lines {
+        return (line, column);
+    }
+    let last = text.rsplit('\n').next().unwrap_or_default();
+    (lines, last.chars().count() + 1)
 }
 
 fn position(m: Marker) -> Position {
@@ -508,6 +521,13 @@ mod tests {
     fn syntax_errors_have_a_position() {
         let err = parse("t.yaml", "a: [1, 2\nb: 3\n").err().map(|d| d.code);
         assert_eq!(err, Some(Code::YamlSyntax));
+    }
+
+    #[test]
+    fn a_syntax_error_at_the_end_of_a_file_without_a_final_newline_points_inside_it() {
+        // The parser marks the line after the last one; found by fuzz/ (target `scenarios`).
+        let err = parse("t.yaml", "a: 1\nt").err().map(|d| (d.code, d.line, d.column, d.end_line, d.end_column));
+        assert_eq!(err, Some((Code::YamlSyntax, 2, 2, 2, 2)));
     }
 
     #[test]
