@@ -16,4 +16,5 @@ pub mod machine;
 pub mod model;
 pub mod package;
 pub mod scenario;
+pub mod signature;
 pub mod yaml;
