@@ -59,6 +59,18 @@ pub fn trigger_subject(connection: &str) -> String {
     format!("{TRIGGER_SUBJECT_PREFIX}{connection}")
 }
 
+/// Step 3: the body as a JSON document with a usable `eventId`, returned
+/// with it. Pure, so the fuzz targets read bodies exactly as the API does.
+///
+/// # Errors
+/// [`EventError::Body`], whose message never quotes the body.
+pub fn read_event(body: &[u8]) -> Result<(Value, String), EventError> {
+    let event: Value =
+        serde_json::from_slice(body).map_err(|_| EventError::Body("the body is not a JSON document".to_owned()))?;
+    let event_id = trigger::event_id(&event).map_err(|e| EventError::Body(e.to_string()))?.to_owned();
+    Ok((event, event_id))
+}
+
 impl Engine {
     /// The same engine with each connection's `eventSigningSecret` (connection
     /// name → secret). A trigger whose connection has none admits nothing.
@@ -92,10 +104,8 @@ impl Engine {
         // Freshness is the sender's clock against the system's, not a decision: not `Engine::now`.
         signature::verify(header, body, secret.expose().as_bytes(), now_ms().div_euclid(1000))?;
 
-        let event: Value =
-            serde_json::from_slice(body).map_err(|_| EventError::Body("the body is not a JSON document".to_owned()))?;
-        let event_id = trigger::event_id(&event).map_err(|e| EventError::Body(e.to_string()))?;
-        let record = TriggerEvent { trigger: name.to_owned(), event_id: event_id.to_owned() };
+        let (event, event_id) = read_event(body)?;
+        let record = TriggerEvent { trigger: name.to_owned(), event_id };
         if let Some(run_id) = self.store.event_run(workflow, &record).await.map_err(EngineError::from)? {
             let row = self.store.load(&run_id).await.map_err(EngineError::from)?.ok_or(EngineError::RunNotFound)?;
             return Ok(AdmitResult { run_id: row.id, created: false, state: row.state });

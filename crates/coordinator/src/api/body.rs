@@ -14,12 +14,12 @@ use futures_util::StreamExt as _;
 use super::ApiError;
 
 /// The most of an oversized body read (and discarded) so that its sender gets the `413`.
-pub(crate) const DRAIN_MAX: usize = 64 << 20;
+pub const DRAIN_MAX: usize = 64 << 20;
 
 /// The body, if it is at most `limit` bytes; else `413 request.too-large`
 /// (the rest read and discarded first, up to [`DRAIN_MAX`]). A body that
 /// breaks off is `400 request.invalid`.
-pub(crate) async fn within(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+pub async fn within(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut stream = body.into_data_stream();
     let mut kept: Vec<u8> = Vec::new();
     let mut seen: usize = 0;
@@ -43,7 +43,7 @@ pub(crate) async fn within(body: Body, limit: usize) -> Result<Bytes, ApiError> 
 }
 
 /// Whether the request says its body is JSON (`application/json` or a `+json` type).
-pub(crate) fn is_json(headers: &HeaderMap) -> bool {
+pub fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
     let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))

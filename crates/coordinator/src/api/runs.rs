@@ -18,46 +18,10 @@ use coordinator_store::{Cursor, RunFilter, RunRow};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiError;
 use super::auth::{Caller, run_for};
+use super::{ApiError, decode};
 use crate::engine::{AdmitRequest, Engine};
 use crate::error::EngineError;
-
-/// `POST /v1/runs` body.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(super) struct AdmitBody {
-    workflow: String,
-    revision: String,
-    input: Value,
-    #[serde(default)]
-    idempotency_key: Option<String>,
-    #[serde(default)]
-    run_id: Option<String>,
-}
-
-/// The largest admission body accepted, in bytes (`413 request.too-large` above it).
-pub(super) const ADMISSION_LIMIT: usize = 2 << 20;
-/// The longest idempotency key accepted, in characters (PostgreSQL indexes
-/// the key: an entry of a megabyte was refused as `500 internal`; 255
-/// characters are at most 1 020 bytes).
-pub(super) const KEY_MAX: usize = 255;
-/// The longest workflow name or revision accepted, in characters.
-pub(super) const NAME_MAX: usize = 255;
-
-/// Whether `text` is 1 to `max` characters without a control character (the
-/// OpenAPI schema `Name`: JSON Schema counts characters, not bytes).
-fn usable(text: &str, max: usize) -> bool {
-    !text.is_empty() && text.chars().count() <= max && !super::guard::has_control(text)
-}
-
-/// `400 request.invalid` unless `text` is [`usable`].
-fn check_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
-    if !usable(text, max) {
-        return Err(ApiError::bad_request(format!("{field} must be 1 to {max} characters without control characters")));
-    }
-    Ok(())
-}
 
 /// `201` with a new run, `200` with the run the same key, revision and input admitted before.
 pub(super) async fn admit(
@@ -66,24 +30,11 @@ pub(super) async fn admit(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    // The body's own error text could quote the input: answer with a fixed message.
-    let shape = || ApiError::bad_request("the body must be JSON {workflow, revision, input, idempotencyKey?, runId?}");
     if !super::body::is_json(&headers) {
-        return Err(shape());
+        return Err(ApiError::bad_request(decode::ADMISSION_SHAPE));
     }
-    let bytes = super::body::within(body, ADMISSION_LIMIT).await?;
-    let body: AdmitBody = serde_json::from_slice(&bytes).map_err(|_| shape())?;
-    check_text("workflow", &body.workflow, NAME_MAX)?;
-    check_text("revision", &body.revision, NAME_MAX)?;
-    if let Some(key) = &body.idempotency_key
-        && !usable(key, KEY_MAX)
-    {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "idempotency.key-invalid",
-            format!("idempotencyKey must be 1 to {KEY_MAX} characters without control characters"),
-        ));
-    }
+    let bytes = super::body::within(body, decode::ADMISSION_LIMIT).await?;
+    let body = decode::admission(&bytes)?;
     if !caller.holds(Role::Admit, &body.workflow) {
         return Err(ApiError::forbidden(Role::Admit, Some(&body.workflow)));
     }
