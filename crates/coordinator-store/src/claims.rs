@@ -286,6 +286,7 @@ impl Store {
         let timer_limit = if scope == WorkScope::All { limits.timers } else { 0 };
         if matches!(self.pool, Pool::Sqlite(..)) {
             let mut tx = self.pool.begin_for(Writer::Background).await?;
+            crate::fence::refuse(&self.fence)?;
             let timers = claim_timer_rows(&mut tx, now, owner, lease_ms, timer_limit).await?;
             let work = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limits.work).await?;
             // The claims above are visible here: their leases count, not their due times.
@@ -297,6 +298,8 @@ impl Store {
             return Ok(Due { timers, work, next });
         }
         let mut tx = self.pool.begin_for(Writer::Background).await?;
+        // Checked once the connection is taken: a new one was read by the fence before it was handed out.
+        crate::fence::refuse(&self.fence)?;
         tx.fetch_optional(CLAIM_PLAN_PG, Vec::new()).await?;
         let mut args = claim_args(scope, now, owner, lease_ms, limits.work);
         args.push(i64::from(timer_limit).into());
@@ -404,6 +407,7 @@ fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRun), StoreEr
         kind,
         attempt: row.get(at + 3)?,
         reclaimed: claims > 1,
+        claims,
     };
     let run = ClaimedRun { revision: row.get(at + 6)?, snapshot: row.get(at + 7)?, trace_parent: row.get(at + 8)? };
     Ok((row.get(at + 4)?, item, run))

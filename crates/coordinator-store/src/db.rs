@@ -22,7 +22,7 @@ use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 
 use crate::group::{self, Gates, SqliteTx};
 use crate::wakeups::Announcer;
-use crate::{StoreError, wakeups};
+use crate::{StoreError, fence, wakeups};
 
 /// How long a SQLite writer waits for the database lock before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -67,7 +67,7 @@ const PG_MAX_CONNECTIONS: u32 = 10;
 
 impl Pool {
     /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`.
-    pub(crate) async fn connect(url: &str) -> Result<Pool, StoreError> {
+    pub(crate) async fn connect(url: &str, fence: Arc<fence::Memory>) -> Result<Pool, StoreError> {
         if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(db)?
@@ -87,8 +87,12 @@ impl Pool {
                 .max_connections(PG_MAX_CONNECTIONS)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .after_connect(move |conn, _| {
-                    let instance = Arc::clone(&instance);
-                    Box::pin(async move { wakeups::mark_connection(conn, &instance).await })
+                    let (instance, fence) = (Arc::clone(&instance), Arc::clone(&fence));
+                    Box::pin(async move {
+                        wakeups::mark_connection(conn, &instance).await?;
+                        // Read before anything uses the connection (a restored or promoted server trips the fence).
+                        fence::on_connect(conn, &fence).await
+                    })
                 })
                 .connect(url)
                 .await
@@ -504,7 +508,7 @@ mod tests {
     async fn a_request_writer_waits_for_at_most_one_background_writer() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("gates.db").display());
-        let pool = Pool::connect(&url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let pool = Pool::connect(&url, Arc::default()).await.unwrap_or_else(|e| panic!("connect: {e}"));
         let first = pool.begin_for(Writer::Background).await.unwrap_or_else(|e| panic!("first: {e}"));
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let writer = |who: &'static str, kind: Writer| {

@@ -347,7 +347,7 @@ mod tests {
 
     async fn pool(dir: &tempfile::TempDir) -> (Pool, Arc<Gates>) {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("group.db").display());
-        let pool = Pool::connect(&url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let pool = Pool::connect(&url, std::sync::Arc::default()).await.unwrap_or_else(|e| panic!("connect: {e}"));
         let Pool::Sqlite(_, gates) = &pool else { panic!("a SQLite pool") };
         let gates = Arc::clone(gates);
         let mut tx = pool.begin_for(Writer::Background).await.unwrap_or_else(|e| panic!("begin: {e}"));

@@ -9,7 +9,7 @@
 use crate::audit::{self, Line};
 use crate::{Store, StoreError};
 
-const HOLD: &str = "SELECT placed_at, placed_by FROM restore_hold WHERE singleton = 1";
+const HOLD: &str = "SELECT placed_at, placed_by, reason FROM restore_hold WHERE singleton = 1";
 const PLACE: &str = "INSERT INTO restore_hold (singleton, placed_at, placed_by) VALUES (1, $1, $2) \
      ON CONFLICT (singleton) DO NOTHING";
 const RELEASE: &str = "DELETE FROM restore_hold WHERE singleton = 1";
@@ -19,8 +19,10 @@ const RELEASE: &str = "DELETE FROM restore_hold WHERE singleton = 1";
 pub struct Hold {
     /// When it was placed, ms since the epoch.
     pub placed_at: i64,
-    /// Who placed it (the operator's subject).
+    /// Who placed it (the operator's subject; `coordinator` for the fence).
     pub placed_by: String,
+    /// The fence's evidence, when the fence placed it.
+    pub reason: Option<String>,
 }
 
 impl Store {
@@ -28,7 +30,7 @@ impl Store {
     pub async fn hold(&self) -> Result<Option<Hold>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
         match tx.fetch_optional(HOLD, Vec::new()).await? {
-            Some(row) => Ok(Some(Hold { placed_at: row.get(0)?, placed_by: row.get(1)? })),
+            Some(row) => Ok(Some(Hold { placed_at: row.get(0)?, placed_by: row.get(1)?, reason: row.get(2)? })),
             None => Ok(None),
         }
     }
@@ -39,7 +41,7 @@ impl Store {
         let placed = tx.execute(PLACE, vec![at.into(), by.into()]).await? > 0;
         let row = tx.fetch_optional(HOLD, Vec::new()).await?;
         let hold = match row {
-            Some(row) => Hold { placed_at: row.get(0)?, placed_by: row.get(1)? },
+            Some(row) => Hold { placed_at: row.get(0)?, placed_by: row.get(1)?, reason: row.get(2)? },
             None => return Err(StoreError::Corrupt("the restore hold vanished while it was placed".into())),
         };
         if placed {

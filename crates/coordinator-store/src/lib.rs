@@ -20,7 +20,8 @@
 //! `inbox` (the attention inbox), `at_once` (PostgreSQL's one-statement
 //! admission), `batch` (group commit of fenced reports), `events` (trigger
 //! events admitted, by id), `claims` (leases on outbox and timer rows),
-//! `hold` (the deployment's restore-hold flag), `waits` (the
+//! `hold` (the deployment's restore-hold flag), `fence` (the restore and
+//! failover fence's readings and memory), `waits` (the
 //! completion-reference index), `wakeups` (cross-process notification of new
 //! work), `stats` (monitoring reads at scrape time), `tidy` (vacuuming the
 //! queue tables on PostgreSQL), `types` (interface values). Connecting,
@@ -33,6 +34,7 @@ mod batch;
 mod claims;
 mod db;
 mod events;
+mod fence;
 mod group;
 mod hold;
 mod inbox;
@@ -57,6 +59,7 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 pub use active::ActiveRevision;
 pub use audit::AuditPage;
 pub use claims::WorkScope;
+pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
 pub use hold::Hold;
 pub use persist::wakes_workers;
 pub use retention::{AHEAD_DAYS, Cut, DAY_MS, Prepared, day_of, id_ms, run_id_bound};
@@ -85,6 +88,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (12, "runs fillfactor", include_str!("../migrations/sqlite/0012_runs_fillfactor.sql")),
     (13, "admission keys and journal checkpoint", include_str!("../migrations/sqlite/0013_partitions.sql")),
     (14, "narrower journal", include_str!("../migrations/sqlite/0014_narrower_journal.sql")),
+    (15, "fence", include_str!("../migrations/sqlite/0015_fence.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -101,6 +105,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (12, "runs fillfactor", include_str!("../migrations/pg/0012_runs_fillfactor.sql")),
     (13, "day partitions, admission keys and journal checkpoint", include_str!("../migrations/pg/0013_partitions.sql")),
     (14, "narrower journal", include_str!("../migrations/pg/0014_narrower_journal.sql")),
+    (15, "fence", include_str!("../migrations/pg/0015_fence.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.
@@ -160,6 +165,9 @@ pub enum StoreError {
     /// The database failed or refused a statement.
     #[error("database: {0}")]
     Database(String),
+    /// The restore fence tripped (the evidence): nothing is claimed until an operator releases the restore hold.
+    #[error("the restore fence holds: {0}")]
+    Fenced(String),
     /// A stored value cannot be read back: the schema or data is not what this version wrote.
     #[error("corrupt store: {0}")]
     Corrupt(String),
@@ -169,13 +177,16 @@ pub enum StoreError {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: db::Pool,
+    /// What this process remembers of the database (`fence`).
+    fence: std::sync::Arc<fence::Memory>,
 }
 
 impl Store {
     /// Connects to `sqlite://path?mode=rwc` (WAL mode) or `postgres://…`.
     /// Does not migrate: call [`Store::migrate`].
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
-        Ok(Store { pool: db::Pool::connect(url).await? })
+        let fence = std::sync::Arc::new(fence::Memory::default());
+        Ok(Store { pool: db::Pool::connect(url, std::sync::Arc::clone(&fence)).await?, fence })
     }
 
     /// Brings the schema up to date, applying the migrations a database has not

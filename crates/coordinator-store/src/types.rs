@@ -319,6 +319,9 @@ pub struct WorkItem {
     /// The row had been claimed before and that claim neither finished nor was
     /// released (its lease ran out): an earlier worker may have done the work.
     pub reclaimed: bool,
+    /// How many times the row had been claimed, this claim included (the
+    /// fence compares it with the database's count: `Store::attempt_known`).
+    pub claims: i64,
 }
 
 /// The run of a claimed outbox row, as the claim read it.

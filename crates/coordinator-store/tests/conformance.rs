@@ -8,7 +8,8 @@
 //! `conformance/events.rs`, the hash-chained audit journal in
 //! `conformance/audit.rs`, a run's trace parent in `conformance/trace.rs`,
 //! the readiness ping and the monitoring reads in `conformance/monitoring.rs`,
-//! the run row's listing columns in `conformance/columns.rs`, the console's
+//! the run row's listing columns in `conformance/columns.rs`, the restore
+//! fence in `conformance/fence.rs`, the console's
 //! newest-first listing in `conformance/listing.rs` and its attention inbox
 //! in `conformance/inbox.rs`.
 //!
@@ -25,6 +26,8 @@ mod columns;
 mod due;
 #[path = "conformance/events.rs"]
 mod events;
+#[path = "conformance/fence.rs"]
+mod fence;
 #[path = "conformance/hold.rs"]
 mod hold;
 #[path = "conformance/inbox.rs"]
@@ -72,6 +75,10 @@ use events::{
     a_guarded_admission_writes_only_through_an_open_gate, a_refused_admission_records_no_event,
     an_event_admits_once_and_replays_its_run, both_admission_paths_write_the_same_rows,
     concurrent_deliveries_of_one_event_create_one_run,
+};
+use fence::{
+    a_claim_the_database_does_not_know_is_named, the_fence_places_the_hold_with_its_evidence,
+    the_fence_trips_only_on_what_the_database_forgot,
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
 use inbox::the_inbox_groups_runs_in_attention_oldest_first;
@@ -159,6 +166,12 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     a_batch_writes_the_listing_columns_as_single_applies_do,
     a_claim_round_takes_both_kinds_and_says_what_is_due_next,
     fresh_and_expired_rows_share_one_limit,
+);
+
+conformance!(Current in fence_on_sqlite, fence_on_postgres:
+    the_fence_trips_only_on_what_the_database_forgot,
+    the_fence_places_the_hold_with_its_evidence,
+    a_claim_the_database_does_not_know_is_named,
 );
 
 conformance!(Current in observability_on_sqlite, observability_on_postgres:
@@ -379,10 +392,11 @@ async fn a_lost_lease_cannot_apply(store: &Store) {
         kind: WorkKind::Attempt,
         attempt: 1,
         reclaimed: false,
+        claims: 1,
     };
     assert_eq!(mine, vec![expected.clone()]);
     let theirs = ok(store.claim_work(T0 + LEASE_MS + 1, "w2", LEASE_MS, 1).await, "take over");
-    assert_eq!(theirs, vec![WorkItem { reclaimed: true, ..expected.clone() }]);
+    assert_eq!(theirs, vec![WorkItem { reclaimed: true, claims: 2, ..expected.clone() }]);
 
     let (work, row) = (ok(store.work_of(&id).await, "work"), ok(store.load(&id).await, "load"));
     let event = accepted_read();

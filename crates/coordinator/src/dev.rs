@@ -195,6 +195,8 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
     let triggers = checked.definition.triggers.keys().cloned().collect();
     let engine = Engine::new(store, keyring, connections, Settings { observe_floor_seconds: 1 })
         .with_event_secrets(event_secrets);
+    // A data directory restored from a copy (or another's) is fenced as serve's database would be.
+    engine.arm_fence().await?;
     let engine = Arc::new(engine);
     let access = Arc::new(Access::dev(&token));
     let router = crate::api::app(Arc::clone(&engine), access).merge(coordinator_sim::app(&sims));

@@ -123,6 +123,8 @@ pub struct Engine {
     pub(crate) traces: Traces,
     /// Bumped after every committed decision (the console's live updates).
     changes: tokio::sync::watch::Sender<u64>,
+    /// The restore fence's watch (`crate::fence`).
+    pub(crate) fence: crate::fence::Watch,
 }
 
 impl std::fmt::Debug for Engine {
@@ -159,6 +161,7 @@ impl Engine {
             drain: Drain::new(),
             traces: Traces::off(),
             changes: tokio::sync::watch::Sender::new(0),
+            fence: crate::fence::Watch::default(),
         }
     }
 

@@ -32,6 +32,8 @@ pub struct HoldStatus {
     pub placed_at: Option<i64>,
     /// Who placed it.
     pub placed_by: Option<String>,
+    /// The fence's evidence, when the fence placed it.
+    pub reason: Option<String>,
     /// How many runs are held now.
     pub held_runs: u64,
 }
@@ -52,7 +54,8 @@ impl Engine {
         Ok(HoldStatus {
             placed: hold.is_some(),
             placed_at: hold.as_ref().map(|h| h.placed_at),
-            placed_by: hold.map(|h| h.placed_by),
+            placed_by: hold.as_ref().map(|h| h.placed_by.clone()),
+            reason: hold.and_then(|h| h.reason),
             held_runs,
         })
     }
@@ -101,6 +104,8 @@ impl Engine {
             self.apply_hold_event(&id, &Event::RestoreHoldReleased, Some(by)).await?;
         }
         self.store.release_hold(self.now(), by).await?;
+        // The operator reviewed the database as it is: the fence takes it from here on (every process).
+        self.store.accept_database(self.now()).await?;
         tracing::info!(actor = by, "restore hold released");
         self.wake.notify_one();
         self.restore_hold().await

@@ -51,6 +51,8 @@ pub const CLAIM_ROUND_SECONDS: &str = "coordinator_claim_round_seconds";
 pub const PRODUCT_REQUEST_SECONDS: &str = "coordinator_product_request_seconds";
 /// Gauge: 1 while the process drains (stopping: admitting and claiming nothing), else 0.
 pub const DRAINING: &str = "coordinator_draining";
+/// Gauge: 1 while the restore fence holds in this process (it tripped; nothing is claimed), else 0.
+pub const FENCED: &str = "coordinator_fenced";
 
 /// Histogram buckets of [`DECISION_SECONDS`] and [`CLAIM_ROUND_SECONDS`].
 const DECISION_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
@@ -163,6 +165,11 @@ impl Metrics {
                 "1 while this process drains (stopping: admitting and claiming nothing), else 0."
             );
             gauge!(DRAINING).set(0.0);
+            describe_gauge!(
+                FENCED,
+                "1 while the restore fence holds in this process (the database was restored, promoted or replaced: \
+                 nothing is claimed until an operator releases the restore hold), else 0."
+            );
             describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Decision and commit latency, by event kind.");
         });
         metrics
@@ -262,6 +269,11 @@ impl Metrics {
             gauge!(OLDEST_DUE_WORK).set(age(heads.oldest_due_work));
             gauge!(OLDEST_DUE_TIMER).set(age(heads.oldest_due_timer));
         });
+    }
+
+    /// Sets the fence's gauge.
+    pub fn fenced(&self, fenced: bool) {
+        self.with(|| gauge!(FENCED).set(if fenced { 1.0 } else { 0.0 }));
     }
 
     /// Sets the draining gauge.

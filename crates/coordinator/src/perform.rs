@@ -45,7 +45,11 @@ pub(crate) async fn perform(
     match answer(engine, &item, &run).await? {
         Some((event, wf, reason)) => {
             let note = Note { trace_parent: run.trace_parent, reason, remark: None };
-            reports.apply(Claim::Work(item), event, wf, note).await
+            let applied = reports.apply(Claim::Work(item.clone()), event, wf, note).await;
+            if crate::fence::lost_lease(&applied) {
+                engine.judge_lost_lease(&item).await;
+            }
+            applied
         }
         None => release(engine, item).await,
     }

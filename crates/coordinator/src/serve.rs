@@ -191,6 +191,13 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         None => Traces::off(),
     };
     let engine = Arc::new(engine.with_recovery_only(mode == Mode::RecoveryOnly).with_traces(traces));
+    if mode == Mode::Normal {
+        // A database restored, promoted or replaced since the last start is fenced before anything is served.
+        engine
+            .arm_fence()
+            .await
+            .map_err(|e| ServeError::Database(format!("reading the database for the fence: {e}")))?;
+    }
     if hold.is_some() {
         // A placement a crash interrupted is finished before any work is claimed.
         engine

@@ -101,6 +101,17 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
     let mut tasks = JoinSet::new();
     while !engine.is_draining() {
         while tasks.try_join_next().is_some() {}
+        if let Err(e) = engine.keep_fence().await {
+            tracing::warn!(error = %e, "watching the restore fence failed; trying again");
+        }
+        if engine.is_fenced() {
+            // Nothing is claimed while the fence holds (the store would refuse); the watch goes on.
+            tokio::select! {
+                () = engine.drain.begun() => {}
+                () = tokio::time::sleep(MAX_SLEEP) => {}
+            }
+            continue;
+        }
         let next = match claim_round(&engine, &reports, options, &mut tasks).await {
             Ok(next) => next,
             Err(e) => {

@@ -20,51 +20,24 @@
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 #[path = "support/deploy.rs"]
 mod deploy;
+#[path = "support/drill.rs"]
+mod drill;
 #[path = "support/pg.rs"]
 mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use coordinator::deployment::RuntimeConfig;
-use coordinator::serve::{self, Mode, Service};
-use coordinator_sim::EffectCount;
+use coordinator::serve::{self, Mode};
+use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
-use coordinator_sim::{SimConfig, Simulators};
 use deploy::{DeploymentSpec, eager_reviewed_notice, sim_server};
+use drill::{admit_to_review, commands, counts, start, wait_for};
 use serde_json::{Value, json};
 use support::{get, on_runtime, post, sample_input};
-
-async fn start(runtime: &Path, mode: Mode) -> Service {
-    let deployment = RuntimeConfig::read(runtime).and_then(RuntimeConfig::resolve);
-    let deployment = deployment.unwrap_or_else(|e| panic!("{e}"));
-    serve::start_with(deployment, mode).await.unwrap_or_else(|e| panic!("serve: {e}"))
-}
-
-/// Waits until `done` holds for the run's JSON (a failure guard, not a speed claim).
-async fn wait_for(url: &str, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let mut last = Value::Null;
-    for _ in 0..400 {
-        let (_, view) = get(&format!("{url}/v1/runs/{run}/inspection")).await;
-        if done(&view) {
-            return view;
-        }
-        last = view;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("run {run} never got {what}: {last}");
-}
-
-/// (operation, key) → (requests, effects) of the products a run touches.
-fn counts(sims: &Simulators) -> Vec<(String, Option<String>, u64, u64)> {
-    let all: Vec<EffectCount> = [sims.breg.effects(), sims.casework.effects(), sims.messaging.effects()].concat();
-    let mut rows: Vec<_> = all.into_iter().map(|e| (e.operation, e.idempotency_key, e.requests, e.effects)).collect();
-    rows.sort();
-    rows
-}
 
 fn pg_tool(tool: &str, args: &[&str]) {
     let out = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("{tool}: {e}"));
@@ -100,16 +73,7 @@ fn a_restored_database_resends_nothing_before_the_hold_is_released() {
         // 1. Three runs up to the review; C's notice answer is lost.
         let original = start(&original_runtime, Mode::Normal).await;
         let url = original.url();
-        let mut runs = Vec::new();
-        for key in ["a", "b", "c"] {
-            let body = json!({"workflow": "reviewed-notice", "revision": original.revision, "idempotencyKey": key, "input": sample_input()});
-            let (status, admitted) = post(&format!("{url}/v1/runs"), &body).await;
-            assert_eq!(status, 201, "{admitted}");
-            runs.push(admitted["runId"].as_str().unwrap_or_default().to_owned());
-        }
-        for run in &runs {
-            wait_for(&url, run, "the review wait", |v| v["currentStep"] == "await-review").await;
-        }
+        let runs = admit_to_review(&original, &["a", "b", "c"]).await;
         let fault = json!({"operation": "submit-message/v1", "fault": "drop-response-after-effect", "count": 1});
         let (status, _) = post(&format!("{}/sim/messaging/v1/faults", sims.base), &fault).await;
         assert_eq!(status, 200);
@@ -155,13 +119,14 @@ fn a_restored_database_resends_nothing_before_the_hold_is_released() {
         let body = json!({"workflow": "reviewed-notice", "revision": recovery.revision, "idempotencyKey": "new", "input": sample_input()});
         let (status, refused) = post(&format!("{url}/v1/runs"), &body).await;
         assert_eq!((status, refused["code"].as_str()), (503, Some("service.recovery-only")), "{refused}");
-        let keyed = |rows: Vec<(String, Option<String>, u64, u64)>| {
-            rows.into_iter().filter(|r| r.1.is_some()).collect::<Vec<_>>()
-        };
         // Recovery-only alone, before any hold, dispatches nothing (A and B's reviews are decided: a normal
         // worker would observe them and send their notices within a second or two).
         tokio::time::sleep(Duration::from_secs(3)).await;
-        assert_eq!(keyed(counts(&sims.sims)), keyed(after_original.clone()), "recovery-only dispatched a command");
+        assert_eq!(
+            commands(counts(&sims.sims)),
+            commands(after_original.clone()),
+            "recovery-only dispatched a command"
+        );
         let (status, hold) = post(&format!("{url}/v1/restore-hold"), &json!({})).await;
         assert_eq!((status, hold["placed"].as_bool(), hold["heldRuns"].as_u64()), (200, Some(true), Some(3)), "{hold}");
         for run in &runs {
@@ -189,7 +154,11 @@ fn a_restored_database_resends_nothing_before_the_hold_is_released() {
         let (status, refused) = post(&format!("{url}/v1/runs"), &body).await;
         assert_eq!((status, refused["code"].as_str()), (409, Some("restore-hold.placed")), "{refused}");
         tokio::time::sleep(Duration::from_secs(3)).await;
-        assert_eq!(keyed(counts(&sims.sims)), keyed(after_original), "a command reached a product before the release");
+        assert_eq!(
+            commands(counts(&sims.sims)),
+            commands(after_original),
+            "a command reached a product before the release"
+        );
         let (status, hold) = get(&format!("{url}/v1/restore-hold")).await;
         assert_eq!((status, hold["placed"].as_bool()), (200, Some(true)), "{hold}");
 

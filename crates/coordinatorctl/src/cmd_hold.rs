@@ -44,7 +44,15 @@ fn human(hold: &Value) -> String {
         _ => "-".into(),
     };
     let by = hold["placedBy"].as_str().unwrap_or("-");
-    format!("restore hold: placed at {at} by {by}; {held} run(s) held\n")
+    let mut text = format!("restore hold: placed at {at} by {by}; {held} run(s) held\n");
+    if let Some(reason) = hold["reason"].as_str() {
+        // The fence placed it: its evidence, then what the operator does next.
+        text.push_str(&format!(
+            "  placed by the restore fence: {reason}\n  review the runs in attention, then release the hold \
+             (`coordinatorctl restore-hold release`)\n"
+        ));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -58,5 +66,13 @@ mod tests {
         assert_eq!(human(&placed), "restore hold: placed at 1970-01-01T00:00:00Z by ops; 2 run(s) held\n");
         let released = json!({"placed": false, "placedAt": null, "placedBy": null, "heldRuns": 0});
         assert_eq!(human(&released), "restore hold: not placed (0 run(s) held)\n");
+        let fenced = json!({"placed": true, "placedAt": 0, "placedBy": "coordinator", "reason": "the timeline changed from 1 to 2", "heldRuns": 1});
+        let text = human(&fenced);
+        assert!(
+            text.contains(
+                "by coordinator; 1 run(s) held\n  placed by the restore fence: the timeline changed from 1 to 2\n"
+            ),
+            "{text}"
+        );
     }
 }

@@ -9,21 +9,23 @@ use coordinator_store::{Claim, RunMeta, Store, WorkItem, WorkKind, WorkScope};
 use super::support::{T0, TestDb, admit, deciding, raw, run_id, workflow};
 use super::{LEASE_MS, accepted_read, ok};
 
-fn read_attempt(run_id: &str, attempt: i64, reclaimed: bool) -> WorkItem {
-    WorkItem { run_id: run_id.to_owned(), step: "read-application".into(), kind: WorkKind::Attempt, attempt, reclaimed }
+/// The read's outbox row as its `claims`-th claim returns it.
+fn read_attempt(run_id: &str, attempt: i64, claims: i64) -> WorkItem {
+    let step = "read-application".into();
+    WorkItem { run_id: run_id.to_owned(), step, kind: WorkKind::Attempt, attempt, reclaimed: claims > 1, claims }
 }
 
 pub(crate) async fn a_claim_after_a_lost_lease_is_reclaimed(store: &Store) {
     let wf = workflow();
     let id = admit(store, &wf, &run_id(1), T0).await;
     let first = ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
-    assert_eq!(first, vec![read_attempt(&id, 1, false)], "a first claim is not reclaimed");
+    assert_eq!(first, vec![read_attempt(&id, 1, 1)], "a first claim is not reclaimed");
     // w1 never reports: its lease runs out and w2 takes the row over.
     let second = ok(store.claim_work(T0 + LEASE_MS + 1, "w2", LEASE_MS, 10).await, "take over");
-    assert_eq!(second, vec![read_attempt(&id, 1, true)]);
+    assert_eq!(second, vec![read_attempt(&id, 1, 2)]);
     // So does every later claim while the row is neither queued again nor finished.
     let third = ok(store.claim_work(T0 + 2 * LEASE_MS + 2, "w3", LEASE_MS, 10).await, "again");
-    assert_eq!(third, vec![read_attempt(&id, 1, true)]);
+    assert_eq!(third, vec![read_attempt(&id, 1, 3)]);
     // The flag is not part of the fence: the current owner still applies its report.
     let event = accepted_read();
     let now = T0 + 2 * LEASE_MS + 3;
@@ -41,15 +43,15 @@ pub(crate) async fn a_released_claim_does_not_count(store: &Store) {
     let first = ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
     assert!(ok(store.release(&Claim::Work(first[0].clone()), "w1").await, "release"));
     let after_release = ok(store.claim_work(T0 + 1, "w2", LEASE_MS, 10).await, "claim again");
-    assert_eq!(after_release, vec![read_attempt(&id, 1, false)], "a released claim did not act");
+    assert_eq!(after_release, vec![read_attempt(&id, 1, 1)], "a released claim did not act");
 
     // w2's claim runs out; w3 takes over (reclaimed) and releases: w2's lost claim still counts.
     let taken = ok(store.claim_work(T0 + LEASE_MS + 2, "w3", LEASE_MS, 10).await, "take over");
-    assert_eq!(taken, vec![read_attempt(&id, 1, true)]);
+    assert_eq!(taken, vec![read_attempt(&id, 1, 2)]);
     assert!(!ok(store.release(&Claim::Work(taken[0].clone()), "w2").await, "not w2's any more"));
     assert!(ok(store.release(&Claim::Work(taken[0].clone()), "w3").await, "release"));
     let after = ok(store.claim_work(T0 + LEASE_MS + 3, "w4", LEASE_MS, 10).await, "claim after release");
-    assert_eq!(after, vec![read_attempt(&id, 1, true)], "the lost claim is not undone by another's release");
+    assert_eq!(after, vec![read_attempt(&id, 1, 2)], "the lost claim is not undone by another's release");
 }
 
 pub(crate) async fn a_new_attempt_resets_the_claim_count(store: &Store) {
@@ -58,7 +60,7 @@ pub(crate) async fn a_new_attempt_resets_the_claim_count(store: &Store) {
     ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
     let now = T0 + LEASE_MS + 1;
     let taken = ok(store.claim_work(now, "w2", LEASE_MS, 10).await, "take over");
-    assert_eq!(taken, vec![read_attempt(&id, 1, true)]);
+    assert_eq!(taken, vec![read_attempt(&id, 1, 2)]);
     // A read is simply done again; a definite "not done" queues attempt 2 on the same row.
     let retry = Event::CallAnswered {
         step: "read-application".into(),
@@ -68,7 +70,7 @@ pub(crate) async fn a_new_attempt_resets_the_claim_count(store: &Store) {
     ok(store.apply_fenced(&Claim::Work(taken[0].clone()), "w2", now, deciding(&wf, &retry, now)).await, "retry");
     let due = now + 1_000; // reviewed-notice's read retries after 1 s
     let attempt2 = ok(store.claim_work(due, "w3", LEASE_MS, 10).await, "attempt 2");
-    assert_eq!(attempt2, vec![read_attempt(&id, 2, false)], "queueing the row reset its claims");
+    assert_eq!(attempt2, vec![read_attempt(&id, 2, 1)], "queueing the row reset its claims");
 }
 
 /// A database migrated before claims were counted: a row leased at the upgrade

@@ -23,6 +23,7 @@ fn body(status: &HoldStatus) -> Json<Value> {
         "placed": status.placed,
         "placedAt": status.placed_at,
         "placedBy": status.placed_by,
+        "reason": status.reason,
         "heldRuns": status.held_runs,
     }))
 }
