@@ -7,11 +7,12 @@
 //!
 //! The router is built from one table ([`endpoints`] lists it), which the
 //! OpenAPI document is tested against. One module per concern: `runs`
-//! (admit, read, list), `operator` (cancel, retry-same, reconcile),
-//! `inspection`, `packages` (activation), `audit` (the hash-chained
-//! journal), `openapi`, `guard` (a path or query with a control character
-//! is refused before any handler), `auth` (the
-//! authenticated caller as an extractor, and role checks on a run).
+//! (admit, read, list), `decode` (request bodies: bytes in, pure),
+//! `operator` (cancel, retry-same, reconcile), `inspection`, `packages`
+//! (activation), `audit` (the hash-chained journal), `openapi`, `guard`
+//! (a path or query with a control character is refused before any
+//! handler), `auth` (the authenticated caller as an extractor, and role
+//! checks on a run).
 //!
 //! Every route but `/healthz`, `/readyz`, `/v1/openapi.json`,
 //! `POST /v1/completions/{connection}` and `POST /v1/events/{workflow}/{trigger}`
@@ -22,6 +23,7 @@
 mod audit;
 mod auth;
 mod body;
+pub mod decode;
 mod events;
 mod guard;
 mod hold;
@@ -43,7 +45,6 @@ use axum::handler::Handler;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter};
-use serde::Deserialize;
 use serde_json::json;
 
 use coordinator_core::model::runtime::Role;
@@ -297,17 +298,6 @@ async fn metrics(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Re
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 
-/// `POST /v1/completions/{connection}` body.
-#[derive(Debug, Deserialize)]
-struct CompletionBody {
-    reference: String,
-}
-
-/// The largest completion notification read, in bytes.
-const COMPLETION_LIMIT: usize = 64 << 10;
-/// The longest completion reference looked up, in bytes.
-const REFERENCE_MAX: usize = 1024;
-
 /// Always `202`: whether a run waits for the reference is not revealed. The
 /// nudge is delivered in the background. A notification that is not JSON
 /// `{reference}` (no body, another shape, a reference over 1 KiB or with a
@@ -315,12 +305,11 @@ const REFERENCE_MAX: usize = 1024;
 /// same: a product learns nothing from the answer, and a nudge only brings an
 /// observation forward.
 async fn completion(State(engine): State<Arc<Engine>>, Path(connection): Path<String>, body: Body) -> StatusCode {
-    let reference = match body::within(body, COMPLETION_LIMIT).await {
-        Ok(bytes) => serde_json::from_slice::<CompletionBody>(&bytes).ok().map(|b| b.reference),
+    let reference = match body::within(body, decode::COMPLETION_LIMIT).await {
+        Ok(bytes) => decode::completion_reference(&bytes),
         Err(_) => None,
     };
-    let usable = |r: &String| !r.is_empty() && r.len() <= REFERENCE_MAX && !guard::has_control(r);
-    if let Some(reference) = reference.filter(usable) {
+    if let Some(reference) = reference {
         tokio::spawn(async move {
             if let Err(e) = crate::completions::nudge(&engine, &connection, &reference).await {
                 tracing::warn!(connection = %connection, error = %e, "a completion notification was not applied");
