@@ -3,8 +3,6 @@
 //! every operation's connection configured, the package stored and its
 //! revision made the one new admissions get. Admitted runs keep theirs.
 
-use std::sync::{Arc, PoisonError};
-
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::package::{self, PackageError};
 use coordinator_functions::Limits;
@@ -110,11 +108,7 @@ impl Engine {
         })?;
         let previous_revision = self.store.active(&workflow).await.map_err(EngineError::from)?;
         self.store.activate(&workflow, &revision, self.now(), actor).await.map_err(EngineError::from)?;
-        self.workflows
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(revision.clone())
-            .or_insert_with(|| Arc::new(compiled));
+        self.workflows.insert(&revision, crate::definitions::Compiled::new(compiled, bytes.len())).await;
         Ok(Activation { workflow, revision, digest: digest.to_owned(), previous_revision })
     }
 }

@@ -6,7 +6,7 @@
 //! `Purpose::Snapshot` and bound to its run id: it carries the input, every
 //! prepared command, product output and completion value, so nothing protected
 //! reaches the database in clear. Compiled workflows are cached per revision
-//! (immutable). After every commit that may have queued work the worker is woken
+//! (immutable; bounded, `definitions`). After every commit that may have queued work the worker is woken
 //! (`Engine::wake`); the worker itself lives in `worker`.
 //!
 //! After-commit hooks (SPEC §5): every decision goes through
@@ -17,8 +17,8 @@
 //! ([`Engine::inspect`]) live here too.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use coordinator_core::machine::action::{Action, AuditKind};
@@ -100,7 +100,8 @@ pub struct Engine {
     /// Connection name → how to reach the product.
     pub(crate) connections: HashMap<String, Connection>,
     settings: Settings,
-    pub(crate) workflows: RwLock<HashMap<String, Arc<Workflow>>>,
+    /// Compiled workflows by revision, bounded (`crate::definitions`).
+    pub(crate) workflows: crate::definitions::Definitions,
     /// Woken after every commit that may have queued work.
     pub(crate) wake: Notify,
     /// This process's lease owner id.
@@ -149,7 +150,7 @@ impl Engine {
             products: ProductClient::new(),
             connections,
             settings,
-            workflows: RwLock::new(HashMap::new()),
+            workflows: crate::definitions::Definitions::new(crate::definitions::CAPACITY_BYTES),
             wake: Notify::new(),
             owner: format!("coordinator-{}", uuid::Uuid::now_v7()),
             metrics: Metrics::new(),
@@ -262,14 +263,19 @@ impl Engine {
         &self.store
     }
 
-    /// The compiled workflow of a stored revision (compiled once, then cached).
+    /// The compiled workflow of a stored revision (compiled once, then kept
+    /// in the bounded cache while its runs use it).
     ///
     /// # Errors
     /// [`EngineError::Corrupt`] when the package is missing or does not compile.
     pub async fn workflow(&self, revision: &str) -> Result<Arc<Workflow>, EngineError> {
-        if let Some(wf) = self.workflows.read().unwrap_or_else(PoisonError::into_inner).get(revision) {
-            return Ok(Arc::clone(wf));
-        }
+        let (wf, lookup) = self.workflows.get_or_load(revision, self.load_workflow(revision)).await?;
+        self.metrics.definition_lookup(lookup);
+        Ok(wf)
+    }
+
+    /// Reads, opens and compiles the package of `revision`.
+    async fn load_workflow(&self, revision: &str) -> Result<crate::definitions::Compiled, EngineError> {
         let stored = self
             .store
             .package(revision)
@@ -281,9 +287,7 @@ impl Engine {
         let wf = Workflow::compile(package.definition, Limits::default())
             .and_then(|wf| wf.with_event_schemas(&self.event_schemas))
             .map_err(|e| EngineError::Corrupt(format!("package {revision}: {e}")))?;
-        let wf = Arc::new(wf);
-        let mut cache = self.workflows.write().unwrap_or_else(PoisonError::into_inner);
-        Ok(Arc::clone(cache.entry(revision.to_owned()).or_insert(wf)))
+        Ok(crate::definitions::Compiled::new(wf, bytes.len()))
     }
 
     /// Admits a run of `workflow` at `revision` (which must be the active one):

@@ -299,7 +299,7 @@ fn step_view(wf: &Workflow, run: &Run, rules: &Rules<'_>, step: &str, position: 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
     use std::path::PathBuf;
 
@@ -325,7 +325,8 @@ mod tests {
         }
     }
 
-    fn reviewed_notice() -> Workflow {
+    /// The flagship example, checked and compiled (for other modules' tests too).
+    pub(crate) fn reviewed_notice() -> Workflow {
         let report = check_project(&Example).unwrap_or_else(|e| panic!("{e}"));
         let Some(checked) = report.checked else { panic!("refused: {:?}", report.diagnostics) };
         Workflow::compile(checked.definition, Limits::default()).unwrap_or_else(|e| panic!("{e}"))

@@ -13,7 +13,7 @@
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
 //! `sealer` (chains the audit journal's pending entries in the background),
-//! `janitor` (vacuums the queue tables on PostgreSQL), `fence` (the restore
+//! `definitions` (the bounded cache of compiled workflows), `janitor` (vacuums the queue tables on PostgreSQL), `fence` (the restore
 //! and failover fence: arming, watching, the hold on a trip), `drain` (the state of
 //! a stopping service) and `running` (the service's tasks and the order in
 //! which a drain stops them),
@@ -30,6 +30,7 @@ pub mod api;
 pub(crate) mod committer;
 pub mod completions;
 pub(crate) mod console;
+mod definitions;
 pub mod deployment;
 pub mod dev;
 pub mod dev_secrets;

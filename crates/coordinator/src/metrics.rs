@@ -51,6 +51,8 @@ pub const CLAIM_ROUND_SECONDS: &str = "coordinator_claim_round_seconds";
 pub const PRODUCT_REQUEST_SECONDS: &str = "coordinator_product_request_seconds";
 /// Gauge: 1 while the process drains (stopping: admitting and claiming nothing), else 0.
 pub const DRAINING: &str = "coordinator_draining";
+/// Lookups of a compiled workflow by revision, by `result` (`hit`, `load`: read, opened and compiled).
+pub const DEFINITION_CACHE: &str = "coordinator_definition_cache_total";
 /// Gauge: 1 while the restore fence holds in this process (it tripped; nothing is claimed), else 0.
 pub const FENCED: &str = "coordinator_fenced";
 
@@ -159,6 +161,10 @@ impl Metrics {
                 "Product answers to call attempts, by classification (accepted, refused, retryable, uncertain)."
             );
             describe_counter!(RUNS_ENDED, "Runs that ended, by state.");
+            describe_counter!(
+                DEFINITION_CACHE,
+                "Lookups of a compiled workflow by revision, by result (hit; load: read, opened and compiled)."
+            );
             describe_gauge!(RUNS, "Runs in the database, by state (read at scrape time).");
             describe_gauge!(
                 DRAINING,
@@ -269,6 +275,15 @@ impl Metrics {
             gauge!(OLDEST_DUE_WORK).set(age(heads.oldest_due_work));
             gauge!(OLDEST_DUE_TIMER).set(age(heads.oldest_due_timer));
         });
+    }
+
+    /// Counts a lookup of a compiled workflow.
+    pub(crate) fn definition_lookup(&self, lookup: crate::definitions::Lookup) {
+        let result = match lookup {
+            crate::definitions::Lookup::Hit => "hit",
+            crate::definitions::Lookup::Load => "load",
+        };
+        self.with(|| counter!(DEFINITION_CACHE, "result" => result).increment(1));
     }
 
     /// Sets the fence's gauge.

@@ -122,6 +122,9 @@ fn operators_can_alert_on_attention_queues_claims_products_and_draining() {
         let attention = "coordinator_runs_attention{workflow=\"reviewed-notice\",reason=\"unknown-effect\"}";
         assert_eq!(value(&text, attention), 1.0);
         assert_eq!(value(&text, "coordinator_draining"), 0.0);
+        assert_eq!(value(&text, "coordinator_fenced"), 0.0);
+        // The activated revision was compiled once, at activation: every decision since found it cached.
+        assert!(value(&text, "coordinator_definition_cache_total{result=\"hit\"}") >= 1.0);
         assert_eq!(value(&text, "coordinator_oldest_due_work_seconds"), 0.0, "nothing is waiting to be claimed");
         assert_eq!(value(&text, "coordinator_oldest_due_timer_seconds"), 0.0);
         assert!(value(&text, "coordinator_claim_round_seconds_count") >= 1.0);
