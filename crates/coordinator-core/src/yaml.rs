@@ -172,6 +172,7 @@ impl Node {
 /// after a syntax error the rest of the document cannot be trusted.
 pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
     let mut builder = Builder { file, anchors: HashMap::new(), stack: Vec::new(), root: None, documents: 0, nodes: 0 };
+    let end = End::of(text);
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| {
             let m = e.marker();
@@ -181,7 +182,7 @@ pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
             if e.info().contains("tab") && column > 1 && line_text.chars().nth(column - 2) == Some('\t') {
                 column -= 1;
             }
-            let (line, column) = within_text(text, m.line(), column);
+            let (line, column) = end.within(m.line(), column);
             Diagnostic::error(
                 Code::YamlSyntax,
                 file,
@@ -190,29 +191,41 @@ pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
                 "fix the YAML at this position (indentation, quoting, or a missing `:`)",
             )
         })?;
-        builder.event(event, span_of(span.start, span.end))?;
+        builder.event(event, end.span(span.start, span.end))?;
     }
     Ok(builder.root.unwrap_or(Node { value: NodeValue::Null, span: Span::at(1, 1) }))
 }
 
-/// The parser marks an error at the end of a text without a final newline
+/// Where a text ends. The parser marks some positions at the end of a text
+/// without a final newline (an error there, the end of the last collection)
 /// on the line after the last one: such a position moves back to the end of
-/// the last line, so the diagnostic points into the file.
-fn within_text(text: &str, line: usize, column: usize) -> (usize, usize) {
-    let lines = text.split('\n').count();
-    if line <= lines {
-        return (line, column);
+/// the last line, so every span points into the file.
+struct End {
+    /// The number of lines (a final newline starts an empty last line).
+    lines: usize,
+    /// The column just past the last line.
+    column: usize,
+}
+
+impl End {
+    fn of(text: &str) -> End {
+        let last = text.rsplit('\n').next().unwrap_or_default();
+        End { lines: text.split('\n').count(), column: last.chars().count() + 1 }
     }
-    let last = text.rsplit('\n').next().unwrap_or_default();
-    (lines, last.chars().count() + 1)
-}
 
-fn position(m: Marker) -> Position {
-    Position { line: m.line(), column: m.col() + 1 }
-}
+    /// A 1-based line and column, moved back onto the text.
+    fn within(&self, line: usize, column: usize) -> (usize, usize) {
+        if line <= self.lines { (line, column) } else { (self.lines, self.column) }
+    }
 
-fn span_of(start: Marker, end: Marker) -> Span {
-    Span { start: position(start), end: position(end) }
+    fn position(&self, m: Marker) -> Position {
+        let (line, column) = self.within(m.line(), m.col() + 1);
+        Position { line, column }
+    }
+
+    fn span(&self, start: Marker, end: Marker) -> Span {
+        Span { start: self.position(start), end: self.position(end) }
+    }
 }
 
 /// A collection under construction.
@@ -528,6 +541,13 @@ mod tests {
         // The parser marks the line after the last one; found by fuzz/ (target `scenarios`).
         let err = parse("t.yaml", "a: 1\nt").err().map(|d| (d.code, d.line, d.column, d.end_line, d.end_column));
         assert_eq!(err, Some((Code::YamlSyntax, 2, 2, 2, 2)));
+    }
+
+    #[test]
+    fn the_last_collection_of_a_file_ending_in_spaces_ends_inside_it() {
+        // The parser ends the mapping on the line after the last one; found by fuzz/ (target `yaml`).
+        let root = doc("a: 1\n  ");
+        assert_eq!(root.span.end, Position { line: 2, column: 3 });
     }
 
     #[test]
