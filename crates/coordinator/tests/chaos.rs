@@ -24,11 +24,14 @@ mod deploy;
 #[path = "support/pg.rs"]
 mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/process.rs"]
+mod process;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use coordinator_core::audit::{self, Entry, Head};
@@ -119,14 +122,14 @@ struct Process {
 
 impl Process {
     fn start(runtime: PathBuf, url: String, log: PathBuf) -> Process {
-        let child = spawn(&runtime, &log);
+        let child = process::spawn_child(&runtime, &log);
         Process { runtime, url, log, child }
     }
 
     fn kill_and_restart(&mut self) {
         self.child.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
         let _ = self.child.wait();
-        self.child = spawn(&self.runtime, &self.log);
+        self.child = process::spawn_child(&self.runtime, &self.log);
     }
 
     /// Waits until the process answers `/healthz`, starting it again if it
@@ -135,7 +138,7 @@ impl Process {
     async fn healthy(&mut self, client: &reqwest::Client) {
         for _ in 0..1200 {
             if let Ok(Some(_)) = self.child.try_wait() {
-                self.child = spawn(&self.runtime, &self.log);
+                self.child = process::spawn_child(&self.runtime, &self.log);
             }
             if let Ok(r) = client.get(format!("{}/healthz", self.url)).send().await
                 && r.status().is_success()
@@ -157,18 +160,6 @@ impl Drop for Process {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn spawn(runtime: &Path, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap_or_else(|e| panic!("log: {e}"));
-    let err = log.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
-    Command::new(env!("CARGO_BIN_EXE_coordinator"))
-        .args(["serve", "--runtime"])
-        .arg(runtime)
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(err))
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"))
 }
 
 /// Admits run `i` through one process, then the other, until one answers; the same key always gives the same run.
@@ -282,12 +273,7 @@ fn two_processes_killed_and_faulted_lose_nothing_and_repeat_no_effect() {
         let revision = deploy::package_of(&project);
         let revision =
             coordinator_core::package::read(&revision.0, None).unwrap_or_else(|e| panic!("{e}")).manifest.revision;
-        let migrated = Command::new(env!("CARGO_BIN_EXE_coordinator"))
-            .args(["migrate", "--runtime"])
-            .arg(&runtimes[0])
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+        process::migrate(&runtimes[0]);
 
         let client = authorized_client(Duration::from_secs(5));
         let mut processes: Vec<Process> = runtimes

@@ -17,11 +17,12 @@
 #[path = "support/deploy.rs"]
 mod deploy;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/process.rs"]
+mod process;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use coordinator_sim::SimConfig;
@@ -47,28 +48,8 @@ impl Schedule {
     }
 }
 
-fn spawn_serve(runtime: &Path, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap_or_else(|e| panic!("log: {e}"));
-    let err = log.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
-    Command::new(env!("CARGO_BIN_EXE_coordinator"))
-        .args(["serve", "--runtime"])
-        .arg(runtime)
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(err))
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"))
-}
-
 async fn wait_healthy(client: &reqwest::Client, url: &str) {
-    for _ in 0..600 {
-        if let Ok(r) = client.get(format!("{url}/healthz")).send().await
-            && r.status().is_success()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("coordinator serve did not become healthy at {url}");
+    assert!(process::ready(client, url).await, "coordinator serve did not become ready at {url}");
 }
 
 /// Admits run `i`, retrying through kills; the same key always gives the same run.
@@ -140,17 +121,12 @@ fn killed_at_many_points_every_run_still_ends_as_its_journey_says_with_one_effec
         let revision =
             coordinator_core::package::read(&revision.0, None).unwrap_or_else(|e| panic!("{e}")).manifest.revision;
         let log = dir.path().join("coordinator.log");
-        let migrated = Command::new(env!("CARGO_BIN_EXE_coordinator"))
-            .args(["migrate", "--runtime"])
-            .arg(&runtime)
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+        process::migrate(&runtime);
 
         let url = format!("http://127.0.0.1:{port}");
         let client = authorized_client(Duration::from_secs(5));
         let mut schedule = Schedule(0x9e37_79b9_7f4a_7c15);
-        let mut child = spawn_serve(&runtime, &log);
+        let mut child = process::spawn_child(&runtime, &log);
         wait_healthy(&client, &url).await;
         let mut admissions = Vec::new();
         let per_round = RUNS.div_ceil(KILLS);
@@ -161,7 +137,7 @@ fn killed_at_many_points_every_run_still_ends_as_its_journey_says_with_one_effec
             tokio::time::sleep(Duration::from_millis(50 + schedule.next(700))).await;
             child.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
             let _ = child.wait();
-            child = spawn_serve(&runtime, &log);
+            child = process::spawn_child(&runtime, &log);
             wait_healthy(&client, &url).await;
         }
         let mut runs = Vec::new();

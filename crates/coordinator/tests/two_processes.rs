@@ -10,10 +10,11 @@ mod deploy;
 #[path = "support/pg.rs"]
 mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/process.rs"]
+mod process;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use coordinator_sim::SimConfig;
@@ -25,41 +26,6 @@ use support::{authorized_client, on_runtime, sample_input};
 const RUNS: usize = 1000;
 /// Admissions in flight at once.
 const CLIENTS: usize = 16;
-
-/// A `coordinator serve` child, killed when dropped.
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_serve(runtime: &Path, log: &Path) -> Serve {
-    let log = std::fs::File::create(log).unwrap_or_else(|e| panic!("log: {e}"));
-    let err = log.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
-    let child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
-        .args(["serve", "--runtime"])
-        .arg(runtime)
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(err))
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"));
-    Serve(child)
-}
-
-async fn wait_healthy(client: &reqwest::Client, url: &str) -> bool {
-    for _ in 0..600 {
-        if let Ok(r) = client.get(format!("{url}/healthz")).send().await
-            && r.status().is_success()
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
 
 /// How many runs are in `state`, counted through the list API's pages.
 async fn count(client: &reqwest::Client, url: &str, state: &str) -> usize {
@@ -105,19 +71,14 @@ fn two_processes_on_one_postgres_run_a_thousand_runs_without_a_double_or_lost_di
             spec.project = project.clone();
             runtimes.push(spec.write(&place));
         }
-        let migrated = Command::new(env!("CARGO_BIN_EXE_coordinator"))
-            .args(["migrate", "--runtime"])
-            .arg(&runtimes[0])
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+        process::migrate(&runtimes[0]);
         let logs = [dir.path().join("p0.log"), dir.path().join("p1.log")];
-        let _first = spawn_serve(&runtimes[0], &logs[0]);
-        let _second = spawn_serve(&runtimes[1], &logs[1]);
+        let _first = process::Serve::spawn(&runtimes[0], &logs[0]);
+        let _second = process::Serve::spawn(&runtimes[1], &logs[1]);
         let urls: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
         let client = authorized_client(Duration::from_secs(30));
         for (url, log) in urls.iter().zip(&logs) {
-            if !wait_healthy(&client, url).await {
+            if !process::ready(&client, url).await {
                 panic!(
                     "coordinator serve did not become healthy at {url}:\n{}",
                     std::fs::read_to_string(log).unwrap_or_default()

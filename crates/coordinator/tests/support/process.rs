@@ -67,6 +67,20 @@ impl Serve {
     }
 }
 
+/// `coordinator serve --runtime RUNTIME` as a bare child, its output
+/// appended to `log` (a test that kills and starts it again keeps one log).
+pub fn spawn_child(runtime: &Path, log: &Path) -> Child {
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap_or_else(|e| panic!("log: {e}"));
+    let err = out.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+    Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .args(["serve", "--runtime"])
+        .arg(runtime)
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn coordinator serve: {e}"))
+}
+
 /// Runs `coordinator migrate --runtime RUNTIME`; panics with its output when it fails.
 pub fn migrate(runtime: &Path) {
     let migrated = Command::new(env!("CARGO_BIN_EXE_coordinator"))
