@@ -88,3 +88,23 @@ fn a_client_may_choose_a_recent_uuidv7_run_id() {
         assert_eq!(listed.map(|p| p.runs.len()).unwrap_or_default(), 2, "refused admissions left nothing behind");
     });
 }
+
+#[test]
+fn a_null_run_id_or_idempotency_key_is_the_same_as_none() {
+    on_runtime(async {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dev = start(data.path().to_path_buf()).await;
+        let url = format!("{}/v1/runs", dev.url());
+        // The OpenAPI document says so (null or absent); a contract fuzzer sends both.
+        let body = json!({"workflow": "reviewed-notice", "revision": dev.revision, "input": sample_input(), "runId": null, "idempotencyKey": null});
+        let (status, first) = post(&url, &body).await;
+        assert_eq!(status, 201, "{first}");
+        let (status, second) = post(&url, &body).await;
+        assert_eq!(status, 201, "no key: a new run each time: {second}");
+        assert_ne!(first["runId"], second["runId"]);
+        let document: Value = serde_json::from_str(include_str!("../src/api/openapi.json")).unwrap_or(Value::Null);
+        let admit = &document["components"]["schemas"]["AdmitRequest"]["properties"];
+        assert_eq!(admit["runId"]["type"], json!(["string", "null"]));
+        assert_eq!(admit["idempotencyKey"]["anyOf"][1], json!({"type": "null"}));
+    });
+}
