@@ -173,6 +173,15 @@ impl Node {
 pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
     let mut builder = Builder { file, anchors: HashMap::new(), stack: Vec::new(), root: None, documents: 0, nodes: 0 };
     let end = End::of(text);
+    if let Some(at) = lone_carriage_return(text) {
+        return Err(Diagnostic::error(
+            Code::YamlSyntax,
+            file,
+            Span::at(at.line, at.column),
+            "YAML syntax error: a carriage return not followed by a line feed",
+            "end lines with LF or CRLF (a lone CR is an old Mac line ending)",
+        ));
+    }
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| {
             let m = e.marker();
@@ -194,6 +203,22 @@ pub fn parse(file: &str, text: &str) -> Result<Node, Diagnostic> {
         builder.event(event, end.span(span.start, span.end))?;
     }
     Ok(builder.root.unwrap_or(Node { value: NodeValue::Null, span: Span::at(1, 1) }))
+}
+
+/// The position of the first `\r` not followed by `\n`. YAML reads it as a
+/// line break; positions count lines at `\n` (as the renderers and editors'
+/// columns do), so after one every position would be off: it is refused.
+fn lone_carriage_return(text: &str) -> Option<Position> {
+    let (mut line, mut column) = (1, 1);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() != Some(&'\n') => return Some(Position { line, column }),
+            '\n' => (line, column) = (line + 1, 1),
+            _ => column += 1,
+        }
+    }
+    None
 }
 
 /// Where a text ends. The parser marks some positions at the end of a text
@@ -524,6 +549,15 @@ mod tests {
     }
 
     #[test]
+    fn a_syntax_error_after_a_broken_flow_collection_points_inside_its_line() {
+        // Found by fuzzing scenarios.yaml: the parser marked column 42 of a line 11 characters long.
+        let text = "cases:\n  - id: a\n    expect:\n      outcome: done-pted, output: {id: r-17, state: w}}]\n  operator:\n    x: y\n";
+        let Err(d) = parse("t.yaml", text) else { panic!("accepted") };
+        let width = text.split('\n').nth(d.line - 1).map_or(0, |l| l.chars().count());
+        assert!(d.column >= 1 && d.column <= width + 1, "{}:{} is outside its line of {width}", d.line, d.column);
+    }
+
+    #[test]
     fn duplicate_keys_are_refused_with_the_second_position() {
         let err = parse("t.yaml", "a: 1\nb: 2\na: 3\n").err();
         let err = err.map(|d| (d.code, d.line, d.column));
@@ -548,6 +582,15 @@ mod tests {
         // The parser ends the mapping on the line after the last one; found by fuzz/ (target `yaml`).
         let root = doc("a: 1\n  ");
         assert_eq!(root.span.end, Position { line: 2, column: 3 });
+    }
+
+    #[test]
+    fn a_carriage_return_without_a_line_feed_is_refused_where_it_is() {
+        // YAML counts a lone CR as a line break, the renderers and editors' columns do not,
+        // so every position after it would be off; found by fuzz/ (targets `yaml`, `project`).
+        let err = parse("t.yaml", "a: 1\r\nb: 2\rc: 3\n").err().map(|d| (d.code, d.line, d.column));
+        assert_eq!(err, Some((Code::YamlSyntax, 2, 5)));
+        assert!(parse("t.yaml", "a: 1\r\nb: 2\r\n").is_ok());
     }
 
     #[test]
