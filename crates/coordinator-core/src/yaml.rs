@@ -221,26 +221,29 @@ fn lone_carriage_return(text: &str) -> Option<Position> {
     None
 }
 
-/// Where a text ends. The parser marks some positions at the end of a text
-/// without a final newline (an error there, the end of the last collection)
-/// on the line after the last one: such a position moves back to the end of
-/// the last line, so every span points into the file.
+/// Where a text's lines end. The parser marks some positions past them: at
+/// the end of a text without a final newline (an error there, the end of the
+/// last collection) on the line after the last one, and on a directive line
+/// it counts a multi-byte character's bytes as columns. Such a position
+/// moves back to the end of its line (or of the last line), so every span
+/// points into the file.
 struct End {
-    /// The number of lines (a final newline starts an empty last line).
-    lines: usize,
-    /// The column just past the last line.
-    column: usize,
+    /// Each line's length in characters (a final newline starts an empty last line).
+    lines: Vec<usize>,
 }
 
 impl End {
     fn of(text: &str) -> End {
-        let last = text.rsplit('\n').next().unwrap_or_default();
-        End { lines: text.split('\n').count(), column: last.chars().count() + 1 }
+        End { lines: text.split('\n').map(|line| line.chars().count()).collect() }
     }
 
     /// A 1-based line and column, moved back onto the text.
     fn within(&self, line: usize, column: usize) -> (usize, usize) {
-        if line <= self.lines { (line, column) } else { (self.lines, self.column) }
+        match line.checked_sub(1).and_then(|i| self.lines.get(i)) {
+            Some(length) => (line, column.min(length + 1)),
+            // Past the last line: the end of the last line (`split` yields at least one).
+            None => (self.lines.len(), self.lines.last().map_or(1, |length| length + 1)),
+        }
     }
 
     fn position(&self, m: Marker) -> Position {
@@ -582,6 +585,14 @@ mod tests {
         let err = parse("t.yaml", "a: 1\r\nb: 2\rc: 3\n").err().map(|d| (d.code, d.line, d.column));
         assert_eq!(err, Some((Code::YamlSyntax, 2, 5)));
         assert!(parse("t.yaml", "a: 1\r\nb: 2\r\n").is_ok());
+    }
+
+    #[test]
+    fn a_position_the_parser_counts_in_bytes_stays_on_its_line() {
+        // On a directive line the parser counts a multi-byte character's bytes as columns,
+        // placing the error past the end of the line; found by fuzz/ (target `yaml`).
+        let err = parse("t.yaml", "%# \u{2014}\u{0}\n").err().map(|d| (d.code, d.line, d.column));
+        assert_eq!(err, Some((Code::YamlSyntax, 1, 6)));
     }
 
     #[test]
