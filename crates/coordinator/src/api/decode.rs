@@ -65,7 +65,7 @@ pub const ADMISSION_SHAPE: &str = "the body must be JSON {workflow, revision, in
 /// # Errors
 /// `400 request.invalid`, or `400 idempotency.key-invalid` for the key.
 pub fn admission(bytes: &[u8]) -> Result<Admission, ApiError> {
-    let body: AdmitBody = serde_json::from_slice(bytes).map_err(|_| ApiError::bad_request(ADMISSION_SHAPE))?;
+    let body: AdmitBody = object(bytes).ok_or_else(|| ApiError::bad_request(ADMISSION_SHAPE))?;
     check_text("workflow", &body.workflow, NAME_MAX)?;
     check_text("revision", &body.revision, NAME_MAX)?;
     if let Some(key) = &body.idempotency_key
@@ -89,8 +89,17 @@ pub fn completion_reference(bytes: &[u8]) -> Option<String> {
     struct CompletionBody {
         reference: String,
     }
-    let reference = serde_json::from_slice::<CompletionBody>(bytes).ok()?.reference;
+    let reference = object::<CompletionBody>(bytes)?.reference;
     (!reference.is_empty() && reference.len() <= REFERENCE_MAX && !guard::has_control(&reference)).then_some(reference)
+}
+
+/// `T` read from a JSON object. Not `serde_json::from_slice::<T>`: serde
+/// also reads a struct from an array of its fields in order.
+fn object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    match serde_json::from_slice(bytes).ok()? {
+        map @ Value::Object(_) => serde_json::from_value(map).ok(),
+        _ => None,
+    }
 }
 
 /// Whether `text` is 1 to `max` characters without a control character (the
@@ -122,5 +131,25 @@ impl ApiError {
     /// The message shown to the caller.
     pub fn message(&self) -> &str {
         &self.message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_admission_must_be_a_json_object() {
+        // serde reads a struct from an array too; found by fuzz/ (target `api_bodies`).
+        let refused = admission(br#"["reviewed-notice", "sha256:00", {}]"#).err().map(|e| e.code());
+        assert_eq!(refused, Some("request.invalid"));
+        let accepted = admission(br#"{"workflow": "reviewed-notice", "revision": "sha256:00", "input": {}}"#);
+        assert_eq!(accepted.ok().map(|a| a.workflow), Some("reviewed-notice".to_owned()));
+    }
+
+    #[test]
+    fn a_completion_notification_must_be_a_json_object() {
+        assert_eq!(completion_reference(br#"["case-4711"]"#), None);
+        assert_eq!(completion_reference(br#"{"reference": "case-4711"}"#).as_deref(), Some("case-4711"));
     }
 }
