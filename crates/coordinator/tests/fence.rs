@@ -36,7 +36,7 @@ use coordinator::serve::{self, Mode, Service};
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, SimServer, eager_reviewed_notice, sim_server};
-use drill::{admit_to_review, commands, counts, start, wait_for};
+use drill::{admit_to_review, commands, counts, release, start, wait_for};
 use serde_json::{Value, json};
 use support::{get, on_runtime, post, sample_input};
 
@@ -159,16 +159,6 @@ async fn assert_fenced(service: &Service, sims: &SimServer, runs: &[String], bef
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(commands(counts(&sims.sims)), commands(before.clone()), "a command reached a product while fenced");
     reason
-}
-
-/// The operator's release (`DELETE /v1/restore-hold`).
-async fn release(url: &str) {
-    let response = support::authorized_client(Duration::from_secs(60))
-        .delete(format!("{url}/v1/restore-hold"))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(response.status().as_u16(), 200);
 }
 
 /// After the release: the remaining reviews decided, every run finishes

@@ -35,7 +35,7 @@ use coordinator::serve::{self, Mode};
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, eager_reviewed_notice, sim_server};
-use drill::{admit_to_review, commands, counts, start, wait_for};
+use drill::{admit_to_review, commands, counts, release, start, wait_for};
 use serde_json::{Value, json};
 use support::{get, on_runtime, post, sample_input};
 
@@ -163,12 +163,7 @@ fn a_restored_database_resends_nothing_before_the_hold_is_released() {
         assert_eq!((status, hold["placed"].as_bool()), (200, Some(true)), "{hold}");
 
         // 5. Release: A and B resend their notices with the original keys; C goes on without resending.
-        let response = support::authorized_client(Duration::from_secs(30))
-            .delete(format!("{url}/v1/restore-hold"))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(response.status().as_u16(), 200);
+        release(&url).await;
         for run in &runs {
             let view = wait_for(&url, run, "the end after release", |v| v["state"] == "finished").await;
             assert_eq!(view["outcome"], "notice-sent", "{view}");

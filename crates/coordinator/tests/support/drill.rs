@@ -35,6 +35,16 @@ pub async fn admit_to_review(service: &Service, keys: &[&str]) -> Vec<String> {
     runs
 }
 
+/// The operator's release of the restore hold (`DELETE /v1/restore-hold`), answered `200`.
+pub async fn release(url: &str) {
+    let response = crate::support::authorized_client(Duration::from_secs(60))
+        .delete(format!("{url}/v1/restore-hold"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(response.status().as_u16(), 200);
+}
+
 /// Waits until `done` holds for the run's inspection (a failure guard, not a speed claim).
 pub async fn wait_for(url: &str, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let mut last = Value::Null;
