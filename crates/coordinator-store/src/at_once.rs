@@ -13,20 +13,18 @@
 //! transaction, `runs::admit_in`). When the idempotency key was taken first,
 //! nothing is written and the caller reads what the key admitted.
 
-use coordinator_core::machine::action::Action;
-
 use crate::StoreError;
 use crate::audit::Line;
 use crate::batch::{Grouped, groupable};
 use crate::db::{Arg, Tx};
-use crate::persist::{Write, audit_kind, wakes_workers, writes};
+use crate::persist::{Write, audit_kind, decision_writes, wakes_workers};
 use crate::runs::{insert_run_sql, run_args};
 use crate::types::{Decision, NewRun};
 
 /// The statement: the key's row (when the run has a key), the run row
 /// (`insert_run_sql!`, `$1`–`$13`) only when the key was taken for it, then its
-/// first decision's rows; `$gate` (a literal, `""` for none) is a condition
-/// both inserts need.
+/// first decision's rows (the outbox rows' lanes are `$25`); `$gate` (a
+/// literal, `""` for none) is a condition both inserts need.
 macro_rules! admit_pg_sql {
     ($gate:expr) => {
         concat!(
@@ -37,9 +35,10 @@ macro_rules! admit_pg_sql {
    r AS (",
             insert_run_sql!(concat!(" WHERE ($5::text IS NULL OR EXISTS (SELECT 1 FROM k))", $gate)),
             "), \
-   q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims) \
-     SELECT r.id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0 \
-     FROM r, unnest($14::text[], $15::text[], $16::bigint[], $17::bigint[]) AS q(step, kind, attempt, not_before)), \
+   q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims, lane) \
+     SELECT r.id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0, q.lane \
+     FROM r, unnest($14::text[], $15::text[], $16::bigint[], $17::bigint[], $25::text[]) \
+     AS q(step, kind, attempt, not_before, lane)), \
    t AS (INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT r.id, t.timer, t.due_at, NULL, NULL FROM r, unnest($18::text[], $19::bigint[]) AS t(timer, due_at)), \
    w AS (INSERT INTO waits (run_id, step, reference) \
@@ -64,8 +63,8 @@ const ADMIT_GUARDED_PG: &str = admit_pg_sql!(
 /// The first decision's writes as the statement's columns (its deletes are
 /// collected and not used: a new run has no rows to delete) and its audit
 /// entries, or `None` when its writes must keep their order.
-fn columns<'a>(run: &str, actions: &'a [Action], at: i64) -> Result<Option<(Grouped, Vec<Line<'a>>)>, StoreError> {
-    let all: Vec<Write<'a>> = actions.iter().flat_map(writes).collect();
+fn columns<'a>(run: &str, decision: &'a Decision, at: i64) -> Result<Option<(Grouped, Vec<Line<'a>>)>, StoreError> {
+    let all: Vec<Write<'a>> = decision_writes(&decision.actions, &decision.lanes);
     if !groupable(&all)? {
         return Ok(None);
     }
@@ -102,7 +101,7 @@ pub(crate) async fn admit(
     decision: &Decision,
     guarded: bool,
 ) -> Result<AtOnce, StoreError> {
-    let Some((g, journal)) = columns(&new.id, &decision.actions, new.admitted_at)? else {
+    let Some((g, journal)) = columns(&new.id, decision, new.admitted_at)? else {
         return Ok(AtOnce::NotThisWay);
     };
     let wakes = wakes_workers(&decision.actions);
@@ -119,6 +118,7 @@ pub(crate) async fn admit(
         Arg::Texts(journal.iter().map(|l| l.kind.to_owned()).collect()),
         Arg::MaybeTexts(journal.iter().map(|l| l.step.map(str::to_owned)).collect()),
         Arg::Texts(journal.into_iter().map(|l| l.detail.into_owned()).collect()),
+        Arg::MaybeTexts(g.queue_work.5),
     ]);
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     match conn.fetch_optional(sql, args).await? {

@@ -23,11 +23,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use coordinator_core::machine::action::Action;
-
 use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Tx, Writer};
-use crate::persist::{Write, audit_kind, execute, timer_key, writes};
+use crate::persist::{Write, audit_kind, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision};
 use crate::{Store, StoreError, claims, runs, wakeups};
@@ -64,10 +62,11 @@ const END_OUTBOX_PG: &str = "DELETE FROM outbox WHERE run_id = ANY($1)";
 const END_TIMERS_PG: &str = "DELETE FROM timers WHERE run_id = ANY($1)";
 const END_WAITS_PG: &str = "DELETE FROM waits WHERE run_id = ANY($1)";
 const QUEUE_WORK_PG: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
-     claims) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0 \
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS q(run_id, step, kind, attempt, not_before) \
+     claims, lane) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0, q.lane \
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[]) \
+     AS q(run_id, step, kind, attempt, not_before, lane) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
-     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0";
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane";
 const SET_TIMERS_PG: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT s.run_id, s.timer, s.due_at, NULL, NULL FROM unnest($1::text[], $2::text[], $3::bigint[]) AS s(run_id, timer, due_at) \
      ON CONFLICT (run_id, timer) DO UPDATE SET due_at = excluded.due_at, lease_owner = NULL, lease_until = NULL";
@@ -206,8 +205,8 @@ where
     if decided.is_empty() {
         return Ok(outcome);
     }
-    let actions: Vec<(&str, &[Action])> = decided.iter().map(|(run, _, d)| (*run, d.actions.as_slice())).collect();
-    let journal = persist_grouped(tx, at, &actions).await?;
+    let decisions: Vec<(&str, &Decision)> = decided.iter().map(|(run, _, d)| (*run, d)).collect();
+    let journal = persist_grouped(tx, at, &decisions).await?;
     let n = decided.len();
     let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::new(), Vec::new());
     let mut listed = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -317,6 +316,8 @@ pub(crate) fn groupable(writes: &[Write<'_>]) -> Result<bool, StoreError> {
 type Texts = Vec<String>;
 /// A bigint column of a grouped statement.
 type Ints = Vec<i64>;
+/// A text column with NULLs of a grouped statement.
+type MaybeTexts = Vec<Option<String>>;
 
 /// Arrays of the grouped statements, one field per statement, each row's
 /// run first (also the columns of a new run's one statement, `at_once`).
@@ -327,7 +328,7 @@ pub(crate) struct Grouped {
     clear_timers: (Texts, Texts),
     close_waits: (Texts, Texts),
     end: Texts,
-    pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints),
+    pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints, MaybeTexts),
     pub(crate) set_timers: (Texts, Texts, Ints),
     pub(crate) open_waits: (Texts, Texts, Texts),
 }
@@ -355,13 +356,14 @@ impl Grouped {
                 self.close_waits.1.push((*step).to_owned());
             }
             Write::EndWork => self.end.push(r),
-            Write::QueueWork { step, kind, attempt, not_before } => {
+            Write::QueueWork { step, kind, attempt, not_before, lane } => {
                 let q = &mut self.queue_work;
                 q.0.push(r);
                 q.1.push((*step).to_owned());
                 q.2.push(kind.as_str().to_owned());
                 q.3.push(*attempt);
                 q.4.push(not_before.unwrap_or(at));
+                q.5.push(lane.map(str::to_owned));
             }
             Write::SetTimer { timer, due_at } => {
                 let s = &mut self.set_timers;
@@ -401,8 +403,9 @@ impl Grouped {
             }
         }
         if !queue_work.0.is_empty() {
-            let (a, b, c, d, e) = queue_work;
-            let args = vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c), Arg::Ints(d), Arg::Ints(e)];
+            let (a, b, c, d, e, f) = queue_work;
+            let args =
+                vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c), Arg::Ints(d), Arg::Ints(e), Arg::MaybeTexts(f)];
             tx.execute(QUEUE_WORK_PG, args).await?;
         }
         if !set_timers.0.is_empty() {
@@ -423,22 +426,22 @@ fn push3(v: &mut (Texts, Texts, Texts), a: String, b: String, c: String) {
     v.2.push(c);
 }
 
-/// Persists the actions of several runs' decisions (PostgreSQL): grouped into
-/// set-based statements where a decision's writes allow it (`groupable`),
-/// else one after another in its order. Returns every decision's audit
-/// entries, per run in order, and notifies other processes once if any
-/// decision queued work or set a timer.
+/// Persists the actions of several runs' decisions (PostgreSQL; queued rows
+/// in each decision's lanes): grouped into set-based statements where a decision's writes
+/// allow it (`groupable`), else one after another in its order. Returns
+/// every decision's audit entries, per run in order, and notifies other
+/// processes once if any decision queued work or set a timer.
 async fn persist_grouped<'a>(
     tx: &mut Tx,
     at: i64,
-    decisions: &[(&'a str, &'a [Action])],
+    decisions: &[(&'a str, &'a Decision)],
 ) -> Result<Vec<(&'a str, Line<'a>)>, StoreError> {
     let mut grouped = Grouped::default();
     let mut in_order: Vec<(&str, Vec<Write<'a>>)> = Vec::new();
     let mut journal = Vec::new();
     let mut wakes = false;
-    for (run, actions) in decisions {
-        let all: Vec<Write<'a>> = actions.iter().flat_map(writes).collect();
+    for (run, decision) in decisions {
+        let all: Vec<Write<'a>> = decision_writes(&decision.actions, &decision.lanes);
         for write in &all {
             wakes |= write.wakes();
             if let Write::Journal { kind, step, detail } = write {
@@ -469,6 +472,7 @@ async fn persist_grouped<'a>(
 
 #[cfg(test)]
 mod tests {
+    use coordinator_core::machine::action::Action;
     use coordinator_core::machine::event::Timer;
     use coordinator_core::machine::time::Instant;
 
@@ -476,7 +480,7 @@ mod tests {
     use crate::types::WorkKind;
 
     fn all(actions: &[Action]) -> Vec<Write<'_>> {
-        actions.iter().flat_map(writes).collect()
+        decision_writes(actions, &[])
     }
 
     #[test]
@@ -488,7 +492,7 @@ mod tests {
         assert_eq!(groupable(&all(&retry)).ok(), Some(true));
         let finish_then_queue = [
             Write::FinishWork { step: "s", kind: WorkKind::Attempt, attempt: Some(1) },
-            Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: None },
+            Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: None, lane: None },
         ];
         assert_eq!(groupable(&finish_then_queue).ok(), Some(true), "deletes run first anyway");
     }
@@ -496,7 +500,7 @@ mod tests {
     #[test]
     fn a_row_written_after_it_was_inserted_keeps_its_order() {
         let queue_then_finish = [
-            Write::QueueWork { step: "s", kind: WorkKind::Receipt, attempt: 0, not_before: None },
+            Write::QueueWork { step: "s", kind: WorkKind::Receipt, attempt: 0, not_before: None, lane: None },
             Write::FinishWork { step: "s", kind: WorkKind::Receipt, attempt: None },
         ];
         assert_eq!(groupable(&queue_then_finish).ok(), Some(false));

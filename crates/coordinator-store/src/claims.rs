@@ -13,6 +13,11 @@
 //! row (a new attempt) resets it and [`Store::release`] gives one back. A claim
 //! that leaves it above 1 is `reclaimed`: an earlier claim ran out without a
 //! report, so that worker may have sent the request.
+//!
+//! A row in a lane (a remote connection's, migration 0016) is not claimed
+//! here while it waits for an offer (`remote`); once its lease ran out (an
+//! offer not acquired, a remote lease not reported) it is claimed here like
+//! any other, and the engine decides what becomes of it (`Store::relane`).
 
 use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
 use crate::persist::{parse_timer, timer_key};
@@ -43,9 +48,9 @@ macro_rules! claim_work_sql {
 }
 
 /// PostgreSQL's claim of outbox rows, as `WITH` parts ending in
-/// `claimed_work` (`$4` the limit): unleased due rows from the partial index
-/// `outbox_unleased` first, then rows whose lease ran out (`outbox_leased`)
-/// up to the same limit. Two reads, so neither steps over the other's rows:
+/// `claimed_work` (`$4` the limit): unleased due rows without a lane from the
+/// partial index `outbox_unleased` (its predicate spelled out), then rows of
+/// any lane whose lease ran out (`outbox_leased`) up to the same limit. Two reads, so neither steps over the other's rows:
 /// a claim in one index order would step over every row in flight (leased,
 /// not yet reported) that is older than the first unleased one.
 macro_rules! claimed_work_pg {
@@ -53,7 +58,7 @@ macro_rules! claimed_work_pg {
         concat!(
             "claimed_fresh AS (",
             claim_work_sql!(
-                "o.lease_until IS NULL AND o.not_before <= $3",
+                "o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $3",
                 "o.not_before, o.run_id, o.step, o.kind",
                 "$4",
                 " FOR UPDATE OF o SKIP LOCKED"
@@ -90,8 +95,9 @@ macro_rules! claim_timers_sql {
 }
 
 /// The earliest instant any claimable row becomes due: the first unleased row
-/// in claim order, and the first lease to run out (a leased row was due when it
-/// was claimed, so it is claimable again the moment its lease ends). Each part
+/// without a lane in claim order (`outbox_unleased`), and the first lease to
+/// run out, of any lane (a leased row was due when it was claimed, so it is
+/// claimable again the moment its lease ends). Each part
 /// reads one index in order and stops at the first row of a run without a
 /// hold, so it costs the same with 100 000 waiting rows as with ten.
 /// `$scope` is the placeholder of "1 for receipts only"; `$work` and `$timer`
@@ -101,7 +107,7 @@ macro_rules! next_due_sql {
         concat!(
             "SELECT MIN(due) FROM (\
              SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
-               WHERE o.lease_until IS NULL AND (NOT r.held OR o.kind = 'receipt') \
+               WHERE o.lease_until IS NULL AND o.lane IS NULL AND (NOT r.held OR o.kind = 'receipt') \
                AND (",
             $scope,
             " = 0 OR o.kind = 'receipt')",
@@ -134,9 +140,10 @@ macro_rules! next_due_sql {
 }
 
 /// `$4` the limit. SQLite deletes in place and serialises claimers, so one
-/// read in claim order (`outbox_claim_order`) serves.
+/// read in claim order (`outbox_claim_order`) serves; it steps over the rows
+/// waiting in a lane.
 const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
-    "o.not_before <= $3 AND (o.lease_until IS NULL OR o.lease_until < $3)",
+    "o.not_before <= $3 AND ((o.lease_until IS NULL AND o.lane IS NULL) OR o.lease_until < $3)",
     "o.not_before, o.run_id, o.step, o.kind",
     "$4",
     ""
@@ -397,7 +404,7 @@ async fn claim_timer_rows(
 
 /// A claimed outbox row whose columns start at `at`: run, step, kind,
 /// attempt, not_before, claims, revision, snapshot, trace_parent.
-fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRun), StoreError> {
+pub(crate) fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRun), StoreError> {
     let kind: String = row.get(at + 2)?;
     let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
     let claims: i64 = row.get(at + 5)?;
@@ -426,7 +433,7 @@ fn timer_row(row: &Row, [run, timer, due, revision, trace_parent]: [usize; 5]) -
 }
 
 /// Claimed outbox rows by `not_before`, run and step.
-fn in_work_order(mut claimed: Vec<(i64, WorkItem, ClaimedRun)>) -> Vec<(WorkItem, ClaimedRun)> {
+pub(crate) fn in_work_order(mut claimed: Vec<(i64, WorkItem, ClaimedRun)>) -> Vec<(WorkItem, ClaimedRun)> {
     claimed.sort_by(|a, b| (a.0, &a.1.run_id, &a.1.step).cmp(&(b.0, &b.1.run_id, &b.1.step)));
     claimed.into_iter().map(|(_, item, run)| (item, run)).collect()
 }
@@ -466,7 +473,7 @@ pub(crate) async fn check_lease(tx: &mut Tx, claim: &Claim, owner: &str) -> Resu
     }
 }
 
-fn work_args(w: &WorkItem, owner: &str) -> Vec<Arg> {
+pub(crate) fn work_args(w: &WorkItem, owner: &str) -> Vec<Arg> {
     vec![w.run_id.as_str().into(), w.step.as_str().into(), w.kind.as_str().into(), w.attempt.into(), owner.into()]
 }
 

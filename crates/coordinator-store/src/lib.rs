@@ -89,6 +89,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (13, "admission keys and journal checkpoint", include_str!("../migrations/sqlite/0013_partitions.sql")),
     (14, "narrower journal", include_str!("../migrations/sqlite/0014_narrower_journal.sql")),
     (15, "fence", include_str!("../migrations/sqlite/0015_fence.sql")),
+    (16, "lanes", include_str!("../migrations/sqlite/0016_lanes.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -106,6 +107,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (13, "day partitions, admission keys and journal checkpoint", include_str!("../migrations/pg/0013_partitions.sql")),
     (14, "narrower journal", include_str!("../migrations/pg/0014_narrower_journal.sql")),
     (15, "fence", include_str!("../migrations/pg/0015_fence.sql")),
+    (16, "lanes", include_str!("../migrations/pg/0016_lanes.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.

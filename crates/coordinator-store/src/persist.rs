@@ -19,6 +19,11 @@
 //! caller writes them (`audit::append`) with the run row, as pending entries
 //! the sealer chains after commit. `batch` groups the same writes of many
 //! runs' decisions into set-based statements.
+//!
+//! A queued row's lane comes from the decision, not the action
+//! ([`decision_writes`]): a row of a step the decision lists in
+//! `Decision::lanes` is written in that lane, any other without one, and
+//! queueing a row again sets its lane afresh.
 
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::event::Timer;
@@ -32,8 +37,9 @@ use crate::{StoreError, wakeups};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Write<'a> {
     /// Upsert the outbox row of (step, kind), clearing any lease and its claim
-    /// count; due at once when `not_before` is `None`.
-    QueueWork { step: &'a str, kind: WorkKind, attempt: i64, not_before: Option<i64> },
+    /// count; due at once when `not_before` is `None`; in `lane` (a remote
+    /// connection's), or served in-process when `None`.
+    QueueWork { step: &'a str, kind: WorkKind, attempt: i64, not_before: Option<i64>, lane: Option<&'a str> },
     /// Delete the outbox row of (step, kind); only with this attempt when given.
     FinishWork { step: &'a str, kind: WorkKind, attempt: Option<i64> },
     /// Upsert a timer, clearing any lease.
@@ -75,6 +81,7 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
                 kind: WorkKind::Attempt,
                 attempt: i64::from(*attempt),
                 not_before: Some(not_before.0),
+                lane: None,
             }]
         }
         Action::RecordEffect { step, attempt, .. } => vec![
@@ -84,11 +91,17 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
         ],
         // A receipt lookup has no attempt of its own; its lease owner alone fences it.
         Action::RequestReceipt { step } => {
-            vec![QueueWork { step, kind: WorkKind::Receipt, attempt: 0, not_before: None }]
+            vec![QueueWork { step, kind: WorkKind::Receipt, attempt: 0, not_before: None, lane: None }]
         }
         Action::RecordReceipt { step, .. } => vec![FinishWork { step, kind: WorkKind::Receipt, attempt: None }],
         Action::Observe { step, seq, at } => {
-            vec![QueueWork { step, kind: WorkKind::Observation, attempt: i64::from(*seq), not_before: Some(at.0) }]
+            vec![QueueWork {
+                step,
+                kind: WorkKind::Observation,
+                attempt: i64::from(*seq),
+                not_before: Some(at.0),
+                lane: None,
+            }]
         }
         Action::RecordObservation { step, .. } => {
             vec![FinishWork { step, kind: WorkKind::Observation, attempt: None }]
@@ -110,6 +123,20 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
         | Action::PlaceHold
         | Action::ReleaseHold => Vec::new(),
     }
+}
+
+/// The writes of a decision's actions, in order, each queued row in the lane
+/// `lanes` lists for its step (none when the step is not listed).
+pub(crate) fn decision_writes<'a>(actions: &'a [Action], lanes: &'a [(String, String)]) -> Vec<Write<'a>> {
+    let mut all: Vec<Write<'a>> = actions.iter().flat_map(writes).collect();
+    if !lanes.is_empty() {
+        for write in &mut all {
+            if let Write::QueueWork { step, lane, .. } = write {
+                *lane = lanes.iter().find(|(listed, _)| listed == step).map(|(_, l)| l.as_str());
+            }
+        }
+    }
+    all
 }
 
 /// The spelling of an audit kind in the `kind` column.
@@ -135,9 +162,9 @@ pub(crate) fn parse_timer(key: &str) -> Result<Timer, StoreError> {
 }
 
 const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
-     claims) VALUES ($1, $2, $3, $4, $5, NULL, NULL, 0) \
+     claims, lane) VALUES ($1, $2, $3, $4, $5, NULL, NULL, 0, $6) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
-     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0";
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane";
 const FINISH_WORK: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3";
 const FINISH_ATTEMPT: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4";
 const SET_TIMER: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
@@ -151,7 +178,8 @@ const OPEN_WAIT: &str = "INSERT INTO waits (run_id, step, reference) VALUES ($1,
 const CLOSE_WAIT: &str = "DELETE FROM waits WHERE run_id = $1 AND step = $2";
 const END_WAITS: &str = "DELETE FROM waits WHERE run_id = $1";
 
-/// Persists every action of a decision, in order, inside `tx`; notifies other
+/// Persists every action of a decision, in order, inside `tx` (queued rows
+/// in the lanes `lanes` lists, [`decision_writes`]); notifies other
 /// processes once if any of them queued work or set a timer. Returns the
 /// decision's audit entries, in order, for the caller to write.
 pub(crate) async fn persist<'a>(
@@ -159,18 +187,17 @@ pub(crate) async fn persist<'a>(
     run_id: &str,
     at: i64,
     actions: &'a [Action],
+    lanes: &'a [(String, String)],
 ) -> Result<Vec<Line<'a>>, StoreError> {
     let mut wakes = false;
     let mut journal = Vec::new();
-    for action in actions {
-        for write in writes(action) {
-            wakes |= write.wakes();
-            match write {
-                Write::Journal { kind, step, detail } => {
-                    journal.push(Line { kind: audit_kind(kind), step, detail: detail.into() });
-                }
-                other => execute(tx, run_id, at, other).await?,
+    for write in decision_writes(actions, lanes) {
+        wakes |= write.wakes();
+        match write {
+            Write::Journal { kind, step, detail } => {
+                journal.push(Line { kind: audit_kind(kind), step, detail: detail.into() });
             }
+            other => execute(tx, run_id, at, other).await?,
         }
     }
     if wakes {
@@ -182,10 +209,10 @@ pub(crate) async fn persist<'a>(
 pub(crate) async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result<(), StoreError> {
     let run: Arg = run_id.into();
     match write {
-        Write::QueueWork { step, kind, attempt, not_before } => {
+        Write::QueueWork { step, kind, attempt, not_before, lane } => {
             let not_before = not_before.unwrap_or(at);
-            tx.execute(QUEUE_WORK, vec![run, step.into(), kind.as_str().into(), attempt.into(), not_before.into()])
-                .await?;
+            let args = vec![run, step.into(), kind.as_str().into(), attempt.into(), not_before.into(), lane.into()];
+            tx.execute(QUEUE_WORK, args).await?;
         }
         Write::FinishWork { step, kind, attempt: None } => {
             tx.execute(FINISH_WORK, vec![run, step.into(), kind.as_str().into()]).await?;
@@ -236,8 +263,26 @@ mod tests {
         let dispatch = Action::Dispatch { step: "s".into(), attempt: 2, not_before: Instant(7) };
         assert_eq!(
             writes(&dispatch),
-            vec![Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: Some(7) }]
+            vec![Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: Some(7), lane: None }]
         );
+    }
+
+    #[test]
+    fn queued_rows_take_the_lane_of_their_step_only() {
+        let actions = [
+            Action::Dispatch { step: "s".into(), attempt: 1, not_before: Instant(7) },
+            Action::RequestReceipt { step: "s".into() },
+            Action::Dispatch { step: "t".into(), attempt: 1, not_before: Instant(7) },
+        ];
+        let lanes = vec![("s".to_owned(), "breg".to_owned()), ("u".to_owned(), "casework".to_owned())];
+        let laned: Vec<Option<&str>> = decision_writes(&actions, &lanes)
+            .iter()
+            .map(|w| match w {
+                Write::QueueWork { lane, .. } => *lane,
+                _ => Some("not queued"),
+            })
+            .collect();
+        assert_eq!(laned, vec![Some("breg"), Some("breg"), None]);
     }
 
     #[test]

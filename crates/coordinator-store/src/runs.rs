@@ -323,7 +323,7 @@ impl Store {
             {
                 continue;
             }
-            let journal = persist(&mut tx, &new.id, new.admitted_at, &decision.actions).await?;
+            let journal = persist(&mut tx, &new.id, new.admitted_at, &decision.actions, &decision.lanes).await?;
             // The admitting subject caused every entry of the first transition.
             audit::append(&mut tx, Some(&new.id), new.admitted_at, Some(&new.owner), &journal).await?;
             tx.commit().await?;
@@ -477,7 +477,7 @@ where
         claims::check_lease(tx, claim, owner).await?;
     }
     let decision = decide(&snapshot).map_err(|e| StoreError::Rejected(e.into()))?;
-    let journal = persist(tx, run_id, at, &decision.actions).await?;
+    let journal = persist(tx, run_id, at, &decision.actions, &decision.lanes).await?;
     let expected = expected.unwrap_or(version);
     let args: Vec<Arg> = vec![
         decision.snapshot.as_slice().into(),

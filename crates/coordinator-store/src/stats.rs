@@ -12,21 +12,30 @@ use crate::{Store, StoreError};
 
 const RUNS_BY_STATE: &str = "SELECT state, COUNT(*) FROM runs GROUP BY state";
 
-/// `$1` now. Work: the first unleased due row in `outbox_unleased` order (the
-/// first of a run without a hold; receipt lookups count on held runs, as
-/// claims take them), and the smallest `not_before` of rows whose lease ran
-/// out, over the expired range of `outbox_leased` (normally empty, as the next
-/// claims take those rows; at most what dead workers held). That part looks up
-/// each row's run (no join that could read all of `runs`) and tests
-/// `not_before` inside the `MIN` (so SQLite does not read `outbox_claim_order`
-/// across every due row instead). Timers: the first claimable due timer in
-/// `timers_claim_order` order, as the timer claim reads it. As with
-/// `next_due_sql!` in `claims`, 100 000 waiting rows cost what ten do; rows of
-/// held runs at the head of a queue are stepped over.
-const QUEUE_HEADS: &str = "SELECT (SELECT MIN(due) FROM (\
+/// `$1` now. Work: the first unleased due row without a lane in
+/// `outbox_unleased` order (the first of a run without a hold; receipt
+/// lookups count on held runs, as claims take them), the first of each lane
+/// in `outbox_lanes` order (the lanes found by skipping through that index,
+/// one probe per lane: `lanes`), and the smallest `not_before` of rows whose
+/// lease ran out, over the expired range of `outbox_leased` (normally empty,
+/// as the next claims take those rows; at most what dead workers held). That
+/// part looks up each row's run (no join that could read all of `runs`) and
+/// tests `not_before` inside the `MIN` (so SQLite does not read
+/// `outbox_claim_order` across every due row instead). Timers: the first
+/// claimable due timer in `timers_claim_order` order, as the timer claim
+/// reads it. As with `next_due_sql!` in `claims`, 100 000 waiting rows cost
+/// what ten do; rows of held runs at the head of a queue are stepped over.
+const QUEUE_HEADS: &str = "WITH RECURSIVE lanes (lane) AS (\
+     SELECT (SELECT o.lane FROM outbox o WHERE o.lane IS NOT NULL AND o.lease_until IS NULL ORDER BY o.lane LIMIT 1) \
+     UNION ALL SELECT (SELECT o.lane FROM outbox o WHERE o.lane > l.lane AND o.lane IS NOT NULL \
+       AND o.lease_until IS NULL ORDER BY o.lane LIMIT 1) FROM lanes l WHERE l.lane IS NOT NULL) \
+   SELECT (SELECT MIN(due) FROM (\
      SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
-       WHERE o.lease_until IS NULL AND o.not_before <= $1 AND (NOT r.held OR o.kind = 'receipt') \
+       WHERE o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $1 AND (NOT r.held OR o.kind = 'receipt') \
        ORDER BY o.not_before LIMIT 1) AS due \
+     UNION ALL SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
+       WHERE o.lane = l.lane AND o.lane IS NOT NULL AND o.lease_until IS NULL AND o.not_before <= $1 \
+       AND (NOT r.held OR o.kind = 'receipt') ORDER BY o.not_before LIMIT 1) FROM lanes l WHERE l.lane IS NOT NULL \
      UNION ALL SELECT (SELECT MIN(CASE WHEN o.not_before <= $1 THEN o.not_before END) FROM outbox o \
        WHERE o.lease_until < $1 \
        AND (o.kind = 'receipt' OR NOT (SELECT r.held FROM runs r WHERE r.id = o.run_id)))) AS work), \
@@ -45,8 +54,9 @@ const ATTENTION: &str = "SELECT workflow, held, COUNT(*) FROM runs WHERE state =
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueHeads {
     /// The smallest `not_before` of due, claimable outbox rows (not leased, or
-    /// their lease ran out) of runs without a restore hold (receipt lookups
-    /// whatever the hold), ms.
+    /// their lease ran out; in-process or waiting in a remote connection's
+    /// lane) of runs without a restore hold (receipt lookups whatever the
+    /// hold), ms.
     pub oldest_due_work: Option<i64>,
     /// The smallest `due_at` of due, claimable timers of runs without a restore hold, ms.
     pub oldest_due_timer: Option<i64>,

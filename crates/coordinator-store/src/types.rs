@@ -76,6 +76,12 @@ pub struct Decision {
     /// The call step whose effect is unknown while the run is in attention for
     /// it (`Attention::UnknownEffect`); `None` otherwise, also under a restore hold.
     pub attention_step: Option<String>,
+    /// (step, lane) for the steps whose outbox rows this decision queues
+    /// belong to a remote connection: a row queued for a listed step (any
+    /// kind) is written in that lane (the connection's name) and is offered
+    /// to remote workers only (`Store::offer`); every other row is served
+    /// in-process (no lane).
+    pub lanes: Vec<(String, String)>,
 }
 
 /// The run an idempotency key admitted, as an admission's first read finds it.

@@ -495,6 +495,7 @@ async fn concurrent_applies_serialise(store: &Store) {
                         held: false,
                         outcome: None,
                         attention_step: None,
+                        lanes: Vec::new(),
                     })
                 })
                 .await

@@ -606,6 +606,7 @@ impl Engine {
             held: run.held,
             outcome: run.outcome.clone(),
             attention_step,
+            lanes: Vec::new(),
         })
     }
 

@@ -70,7 +70,15 @@ fn journaling_all(details: Vec<String>) -> impl FnOnce(&[u8]) -> Result<Decision
             })
             .collect();
         let snapshot = snapshot.to_vec();
-        Ok(Decision { actions, snapshot, state: RunState::Running, held: false, outcome: None, attention_step: None })
+        Ok(Decision {
+            actions,
+            snapshot,
+            state: RunState::Running,
+            held: false,
+            outcome: None,
+            attention_step: None,
+            lanes: Vec::new(),
+        })
     }
 }
 

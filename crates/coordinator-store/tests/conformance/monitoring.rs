@@ -35,7 +35,15 @@ pub(crate) async fn ping_answers_while_a_writer_holds_the_database(store: &Store
                     .map_err(|e| format!("never released: {e}"))?;
                 let (state, held, outcome, attention_step) = (RunState::Running, false, None, None);
                 let snapshot = snapshot.to_vec();
-                Ok::<_, String>(Decision { actions: Vec::new(), snapshot, state, held, outcome, attention_step })
+                Ok::<_, String>(Decision {
+                    actions: Vec::new(),
+                    snapshot,
+                    state,
+                    held,
+                    outcome,
+                    attention_step,
+                    lanes: Vec::new(),
+                })
             };
             store.apply(&id, T0 + 1, hold_on).await
         })

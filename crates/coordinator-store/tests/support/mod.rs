@@ -187,6 +187,7 @@ pub fn with_actions(run: &Run, actions: Vec<coordinator_core::machine::action::A
         held: run.held,
         outcome: run.outcome.clone(),
         attention_step,
+        lanes: Vec::new(),
     }
 }
 
