@@ -20,6 +20,7 @@
 //! `inbox` (the attention inbox), `at_once` (PostgreSQL's one-statement
 //! admission), `batch` (group commit of fenced reports), `events` (trigger
 //! events admitted, by id), `claims` (leases on outbox and timer rows),
+//! `remote` (remote workers' lanes, offers, leases and reports),
 //! `hold` (the deployment's restore-hold flag), `fence` (the restore and
 //! failover fence's readings and memory), `waits` (the
 //! completion-reference index), `wakeups` (cross-process notification of new
@@ -41,6 +42,7 @@ mod inbox;
 mod listing;
 mod packages;
 mod persist;
+mod remote;
 mod retention;
 mod runs;
 mod stats;

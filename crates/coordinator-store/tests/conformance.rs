@@ -9,7 +9,8 @@
 //! `conformance/audit.rs`, a run's trace parent in `conformance/trace.rs`,
 //! the readiness ping and the monitoring reads in `conformance/monitoring.rs`,
 //! the run row's listing columns in `conformance/columns.rs`, the restore
-//! fence in `conformance/fence.rs`, the console's
+//! fence in `conformance/fence.rs`, remote workers' lanes, offers and
+//! reports in `conformance/remote.rs`, the console's
 //! newest-first listing in `conformance/listing.rs` and its attention inbox
 //! in `conformance/inbox.rs`.
 //!
@@ -38,6 +39,8 @@ mod listing;
 mod monitoring;
 #[path = "conformance/redispatch.rs"]
 mod redispatch;
+#[path = "conformance/remote.rs"]
+mod remote;
 #[path = "conformance/retention.rs"]
 mod retention;
 mod support;
@@ -91,6 +94,14 @@ use monitoring::{
 use redispatch::{
     a_claim_after_a_lost_lease_is_reclaimed, a_new_attempt_resets_the_claim_count, a_released_claim_does_not_count,
     an_upgrade_counts_claims_taken_before_it,
+};
+use remote::{
+    a_lease_is_renewed_by_its_owner_only, an_acquire_that_ran_out_is_offered_reclaimed,
+    an_acquired_offer_reports_and_is_journaled, an_offer_that_ran_out_is_offered_again_as_it_was,
+    concurrent_offers_never_hand_out_a_row_twice, in_process_claims_leave_waiting_lane_rows_and_take_expired_ones,
+    lanes_are_written_for_the_listed_steps_only, offered_work_says_when_a_lane_has_work_next,
+    offers_and_acquires_are_refused_while_the_fence_holds, rows_of_connections_no_longer_remote_go_in_process,
+    the_report_fence_refuses_an_offer_alone,
 };
 use retention::retention_removes_ended_days_and_keeps_from_the_first_live_one;
 use serde_json::json;
@@ -172,6 +183,20 @@ conformance!(Current in fence_on_sqlite, fence_on_postgres:
     the_fence_trips_only_on_what_the_database_forgot,
     the_fence_places_the_hold_with_its_evidence,
     a_claim_the_database_does_not_know_is_named,
+);
+
+conformance!(Current in remote_on_sqlite, remote_on_postgres:
+    lanes_are_written_for_the_listed_steps_only,
+    in_process_claims_leave_waiting_lane_rows_and_take_expired_ones,
+    an_acquired_offer_reports_and_is_journaled,
+    an_offer_that_ran_out_is_offered_again_as_it_was,
+    an_acquire_that_ran_out_is_offered_reclaimed,
+    the_report_fence_refuses_an_offer_alone,
+    concurrent_offers_never_hand_out_a_row_twice,
+    a_lease_is_renewed_by_its_owner_only,
+    rows_of_connections_no_longer_remote_go_in_process,
+    offered_work_says_when_a_lane_has_work_next,
+    offers_and_acquires_are_refused_while_the_fence_holds,
 );
 
 conformance!(Current in observability_on_sqlite, observability_on_postgres:
