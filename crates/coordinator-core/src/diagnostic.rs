@@ -134,6 +134,10 @@ codes! {
     RuntimeMissingSigningSecret = "runtime.missing-signing-secret",
     /// A runtime connection is used by no operation alias or trigger.
     RuntimeUnusedConnection = "runtime.unused-connection",
+    /// A remote connection's `workers` names a subject that no static token
+    /// and no grant gives the role `worker` (an error when none of its
+    /// subjects can serve the connection, else a warning).
+    RuntimeUnknownWorker = "runtime.unknown-worker",
     /// With `--environment`: a secret reference names an unset variable or an unreadable file.
     RuntimeSecretUnavailable = "runtime.secret-unavailable",
     /// With `--environment`: the pinned package file cannot be read, is not a

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::model::catalog::CatalogFile;
 use crate::model::runtime::RuntimeFile;
 use crate::model::scenarios::ScenariosFile;
+use crate::model::worker::WorkerFile;
 use crate::model::workflow::WorkflowFile;
 
 /// `(file name, schema)` for every format, in a stable order.
@@ -17,6 +18,7 @@ pub fn all() -> Vec<(&'static str, Value)> {
         ("catalog.schema.json", schema_for!(CatalogFile).to_value()),
         ("scenarios.schema.json", schema_for!(ScenariosFile).to_value()),
         ("runtime.schema.json", schema_for!(RuntimeFile).to_value()),
+        ("worker.schema.json", schema_for!(WorkerFile).to_value()),
     ]
 }
 

@@ -70,7 +70,12 @@ fn shipped_files_validate_against_the_generated_schemas() {
 #[test]
 fn sample_scenarios_and_runtime_files_validate_against_the_generated_schemas() {
     let fixtures = repo().join("crates/coordinator-core/tests/fixtures");
-    for (file, name) in [("scenarios.yaml", "scenarios.schema.json"), ("runtime.yaml", "runtime.schema.json")] {
+    for (file, name) in [
+        ("scenarios.yaml", "scenarios.schema.json"),
+        ("runtime.yaml", "runtime.schema.json"),
+        ("runtime-remote.yaml", "runtime.schema.json"),
+        ("worker.yaml", "worker.schema.json"),
+    ] {
         let errors = json_schema::violations(&schema(name), &yaml_as_json(&fixtures.join(file)));
         assert!(errors.is_empty(), "{file}: {errors:?}");
     }
@@ -81,6 +86,37 @@ fn the_runtime_schema_refuses_literal_secrets() {
     let mut doc = yaml_as_json(&repo().join("crates/coordinator-core/tests/fixtures/runtime.yaml"));
     doc["database"]["url"] = serde_json::json!("postgres://coordinator:hunter2@db/coordinator");
     assert!(!json_schema::violations(&schema("runtime.schema.json"), &doc).is_empty());
+}
+
+#[test]
+fn the_schemas_hold_connections_to_their_dispatch_like_the_checker() {
+    let fixtures = repo().join("crates/coordinator-core/tests/fixtures");
+    let runtime = schema("runtime.schema.json");
+    let remote = yaml_as_json(&fixtures.join("runtime-remote.yaml"));
+    let edited = |doc: &serde_json::Value, pointer: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut doc = doc.clone();
+        if let Some(value) = doc.pointer_mut(pointer) {
+            edit(value);
+        }
+        doc
+    };
+    let with_url = edited(&remote, "/connections/registry", &|c| c["baseUrl"] = serde_json::json!("https://b.example"));
+    let without_workers = edited(&remote, "/connections/registry", &|c| {
+        c.as_object_mut().map(|c| c.remove("workers"));
+    });
+    let in_process_workers = edited(&remote, "/connections/casework", &|c| c["workers"] = serde_json::json!(["w"]));
+    let in_process_no_url = edited(&remote, "/connections/casework", &|c| {
+        c.as_object_mut().map(|c| c.remove("baseUrl"));
+    });
+    for doc in [&with_url, &without_workers, &in_process_workers, &in_process_no_url] {
+        assert!(!json_schema::violations(&runtime, doc).is_empty(), "{doc}");
+    }
+    let worker = schema("worker.schema.json");
+    let sample = yaml_as_json(&fixtures.join("worker.yaml"));
+    for field in ["dispatch", "workers", "eventSigningSecret"] {
+        let doc = edited(&sample, "/connections/registry", &|c| c[field] = serde_json::json!("remote"));
+        assert!(!json_schema::violations(&worker, &doc).is_empty(), "{field}");
+    }
 }
 
 #[test]

@@ -42,7 +42,7 @@ fn the_sample_file_decodes_to_what_serde_reads() {
     assert_eq!(file.payload_keys.active, "k2");
     assert_eq!(file.connections.keys().collect::<Vec<_>>(), ["casework", "messaging", "registry"]);
     assert!(
-        matches!(file.connections["casework"].authorization, Authorization::PrivateKeyJwt(ref g) if g.key_id == "casework-2026-10")
+        matches!(file.connections["casework"].authorization, Some(Authorization::PrivateKeyJwt(ref g)) if g.key_id == "casework-2026-10")
     );
     assert_eq!(
         file.connections["registry"].event_signing_secret.as_ref().map(|s| s.as_str()),

@@ -9,7 +9,9 @@
 //! runs, `read` reads the subject's own runs, `operate` inspects and commands
 //! any run of the workflow (and reads and lists it) and activates its
 //! packages. A run the caller does not own and does not operate is not
-//! revealed at all ([`RunAccess::Hidden`]).
+//! revealed at all ([`RunAccess::Hidden`]). `worker` is no right on the
+//! HTTP API: it lets a `coordinator worker` process serve, over gRPC, the
+//! remote connections that list its subject.
 //!
 //! A bearer token that is no static token and has the shape of a JWT is
 //! verified against the OIDC issuers ([`crate::oidc`]); its `sub` is the
@@ -28,7 +30,7 @@ use crate::oidc::{self, Issuer, JwtRefusal};
 /// The subject `coordinator dev`'s operator token authenticates.
 pub const DEV_SUBJECT: &str = "dev-operator";
 
-/// Every role.
+/// Every role on the HTTP API (`worker` is none: `coordinator dev`'s operator is no worker).
 const ALL_ROLES: [Role; 3] = [Role::Admit, Role::Read, Role::Operate];
 
 /// Why an access configuration cannot be used.
@@ -151,6 +153,8 @@ impl Principal {
             Role::Operate => operates,
             Role::Read => operates || self.holds(Role::Read, workflow),
             Role::Admit => self.holds(Role::Admit, workflow),
+            // Serving remote connections gives no access to runs on the HTTP API.
+            Role::Worker => false,
         };
         if allowed { RunAccess::Allowed } else { RunAccess::Forbidden }
     }
@@ -497,5 +501,23 @@ mod tests {
         assert_eq!(who("t-mixed").listing(Some("permit")), Some(vec![slice(Some("permit"), None)]));
         let admit_only = Access::new(vec![credential("a", "t", &[Role::Admit])], &[]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(admit_only.authenticate("t").and_then(|p| p.listing(None)), None);
+    }
+
+    #[test]
+    fn a_worker_has_no_right_on_the_http_api() {
+        let credentials = vec![credential("w", "t-w", &[Role::Worker])];
+        let access = Access::new(credentials, &[grant("w", "*", &[Role::Worker])]).unwrap_or_else(|e| panic!("{e}"));
+        let worker = access.authenticate("t-w").unwrap_or_else(|| panic!("the worker token"));
+        assert!(worker.holds_somewhere(Role::Worker));
+        for role in ALL_ROLES {
+            assert!(!worker.holds_somewhere(role), "{role:?}");
+        }
+        assert_eq!(worker.listing(None), None);
+        assert!(worker.operated_workflows().is_empty());
+        for role in [Role::Admit, Role::Read, Role::Operate, Role::Worker] {
+            assert_eq!(worker.run_access("w", "notice", role), RunAccess::Forbidden, "{role:?}");
+            assert_eq!(worker.run_access("app", "notice", role), RunAccess::Hidden, "{role:?}");
+        }
+        assert!(!Access::dev("secret").authenticate("secret").is_some_and(|p| p.holds_somewhere(Role::Worker)));
     }
 }

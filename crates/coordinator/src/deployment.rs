@@ -2,13 +2,14 @@
 //! with the same diagnostics as `coordinatorctl check --runtime`, its secret
 //! references resolved, the pinned package read and checked against its
 //! digest, and everything turned into what the engine needs (store URL,
-//! keyring, product connections, settings).
+//! keyring, product connections, settings; for remote workers, the
+//! connections they serve and the gRPC listener).
 //!
 //! This module is the service's only reader of the environment and of secret
 //! files. A resolved secret lives in memory only; no error message shows one:
 //! errors name the reference (`env:DATABASE_URL`), never its value.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -112,14 +113,37 @@ pub struct Deployment {
     pub listen: SocketAddr,
     /// The pinned package, read and verified.
     pub package: Package,
-    /// Connection name → how to reach the product.
+    /// Connection name → how to reach the product, for the in-process connections.
     pub connections: HashMap<String, Connection>,
+    /// Remote connection name (`dispatch: remote`) → the subjects allowed to
+    /// serve it (`workers`). The coordinator holds no product credentials for them.
+    pub remote: BTreeMap<String, Vec<String>>,
+    /// Where remote workers connect (`grpc`), when the file has it.
+    pub grpc: Option<GrpcListener>,
     /// Connection name → its `eventSigningSecret`, for the connections that have one.
     pub event_secrets: HashMap<String, Secret>,
     /// The machine's settings (observation floor).
     pub settings: Settings,
     /// Who may call the API (`access`: token digests, subjects, grants).
     pub access: Arc<Access>,
+}
+
+/// The gRPC listener of `grpc:`, resolved.
+#[derive(Debug, Clone)]
+pub struct GrpcListener {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// The server's certificate chain and key (`grpc.tls`); without it, plain HTTP/2.
+    pub tls: Option<GrpcTlsPem>,
+}
+
+/// The PEM texts of `grpc.tls`, resolved from their references.
+#[derive(Debug, Clone)]
+pub struct GrpcTlsPem {
+    /// The certificate chain, leaf first.
+    pub certificate: Secret,
+    /// The leaf certificate's private key.
+    pub private_key: Secret,
 }
 
 impl std::fmt::Debug for Deployment {
@@ -200,16 +224,13 @@ impl RuntimeConfig {
     pub fn resolve(self) -> Result<Deployment, DeploymentError> {
         let database_url = self.database_url()?;
         let keyring = self.keyring()?;
-        let listen = self.runtime.listen.parse::<SocketAddr>().map_err(|_| {
-            DeploymentError::Invalid(format!(
-                "listen: `{}` is not an IP address and port (write it like 127.0.0.1:7400)",
-                self.runtime.listen
-            ))
-        })?;
+        let listen = socket_address("listen", &self.runtime.listen)?;
+        let grpc = self.grpc()?;
         let package = self.package()?;
         let connections = self.connections()?;
+        let remote = self.remote();
         let event_secrets = self.event_secrets()?;
-        check_package_connections(&self, &package, &connections)?;
+        check_package_connections(&self, &package, &connections, &remote)?;
         check_package_triggers(&self, &package, &event_secrets)?;
         let access = Arc::new(self.access()?);
         let floor = self.runtime.observe_floor_seconds.unwrap_or(DEFAULT_OBSERVE_FLOOR_SECONDS);
@@ -219,6 +240,8 @@ impl RuntimeConfig {
             listen,
             package,
             connections,
+            remote,
+            grpc,
             event_secrets,
             settings: Settings { observe_floor_seconds: floor },
             access,
@@ -297,15 +320,40 @@ impl RuntimeConfig {
         Ok(out)
     }
 
-    /// The product connections, with their credentials resolved.
+    /// The remote connections and the subjects that may serve each.
+    fn remote(&self) -> BTreeMap<String, Vec<String>> {
+        let remote = self.runtime.connections.iter().filter(|(_, c)| c.is_remote());
+        remote.map(|(name, c)| (name.clone(), c.workers.clone())).collect()
+    }
+
+    /// `grpc`, its address parsed and its TLS references resolved.
+    fn grpc(&self) -> Result<Option<GrpcListener>, DeploymentError> {
+        let Some(grpc) = &self.runtime.grpc else { return Ok(None) };
+        let listen = socket_address("grpc.listen", &grpc.listen)?;
+        let tls = match &grpc.tls {
+            None => None,
+            Some(tls) => Some(GrpcTlsPem {
+                certificate: self.secret(&tls.certificate, "grpc.tls.certificate")?,
+                private_key: self.secret(&tls.private_key, "grpc.tls.privateKey")?,
+            }),
+        };
+        Ok(Some(GrpcListener { listen, tls }))
+    }
+
+    /// The in-process product connections, with their credentials resolved
+    /// (a remote connection has none here: its workers call the product).
     fn connections(&self) -> Result<HashMap<String, Connection>, DeploymentError> {
         let mut out = HashMap::new();
         for (name, c) in &self.runtime.connections {
+            let (Some(base_url), Some(authorization)) = (&c.base_url, &c.authorization) else {
+                // Decoding guarantees both for an in-process connection and neither for a remote one.
+                continue;
+            };
             let url = |what: &str, text: &str| {
                 HttpUrl::parse(text)
                     .map_err(|e| DeploymentError::Invalid(format!("connections.{name}.{what}: `{text}`: {e}")))
             };
-            let token = match &c.authorization {
+            let token = match authorization {
                 Authorization::ClientSecret(grant) => TokenSource::ClientSecret {
                     token_endpoint: url("authorization.tokenEndpoint", &grant.token_endpoint)?,
                     client_id: grant.client_id.clone(),
@@ -332,7 +380,7 @@ impl RuntimeConfig {
                 }
             };
             let timeouts = c.effective_timeouts();
-            let connection = Connection::new(url("baseUrl", &c.base_url)?, token).with_timeouts(
+            let connection = Connection::new(url("baseUrl", base_url)?, token).with_timeouts(
                 Duration::from_secs(timeouts.connect_seconds),
                 Duration::from_secs(timeouts.request_seconds),
             );
@@ -359,11 +407,13 @@ pub async fn fetch_jwks(access: &Access) -> Result<(), DeploymentError> {
     Ok(())
 }
 
-/// Every connection the package's operations use is configured, for the same product.
+/// Every connection the package's operations use is configured, for the
+/// same product: in-process with its credentials, or remote.
 fn check_package_connections(
     config: &RuntimeConfig,
     package: &Package,
     connections: &HashMap<String, Connection>,
+    remote: &BTreeMap<String, Vec<String>>,
 ) -> Result<(), DeploymentError> {
     let read = package::read(&package.bytes, None)
         .map_err(|e| DeploymentError::Package { path: config.runtime.package.path.clone(), reason: e.to_string() })?;
@@ -371,7 +421,9 @@ fn check_package_connections(
         let product = op.operation.split_once('.').map_or(op.operation.as_str(), |(p, _)| p);
         let configured = config.runtime.connections.get(&op.connection);
         match configured {
-            Some(c) if c.product == product && connections.contains_key(&op.connection) => {}
+            Some(c)
+                if c.product == product
+                    && (connections.contains_key(&op.connection) || remote.contains_key(&op.connection)) => {}
             Some(c) => {
                 return Err(DeploymentError::Package {
                     path: config.runtime.package.path.clone(),
@@ -423,6 +475,15 @@ fn check_package_triggers(
     Ok(())
 }
 
+/// An IP address and port (`what` names the field in the error).
+fn socket_address(what: &str, text: &str) -> Result<SocketAddr, DeploymentError> {
+    text.parse::<SocketAddr>().map_err(|_| {
+        DeploymentError::Invalid(format!(
+            "{what}: `{text}` is not an IP address and port (write it like 127.0.0.1:7400)"
+        ))
+    })
+}
+
 /// The first error of a refusal, with its position, and how many more there are.
 fn first_error(diagnostics: &[Diagnostic]) -> String {
     let errors: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.is_error()).collect();
@@ -444,15 +505,5 @@ fn decode_hex_key(text: &str) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::decode_hex_key;
-
-    #[test]
-    fn keys_are_64_hex_digits() {
-        let key = "00ff".repeat(16);
-        assert_eq!(decode_hex_key(&key).map(|k| (k.len(), k[1])), Some((32, 0xff)));
-        assert_eq!(decode_hex_key(&key[..62]), None);
-        assert_eq!(decode_hex_key(&"zz".repeat(32)), None);
-        assert_eq!(decode_hex_key(&"é".repeat(32)), None);
-    }
-}
+#[path = "deployment_tests.rs"]
+mod tests;

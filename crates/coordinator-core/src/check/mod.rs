@@ -18,6 +18,7 @@ pub mod runtime;
 pub mod schemas;
 pub mod triggers;
 pub mod waits;
+pub mod worker;
 
 use coordinator_functions::{Functions, Limits};
 

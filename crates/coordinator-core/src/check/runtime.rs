@@ -4,8 +4,10 @@
 //! Every connection the workflow names exists in the runtime file and reaches
 //! the product of the operations and events bound to it; a trigger's connection
 //! has an event-signing secret; every connection is used (a warning otherwise);
-//! and, when the caller can tell (`--environment`), every secret reference can
-//! be read and the pinned package file has the pinned digest (and holds the
+//! every subject a remote connection lists in `workers` can authenticate
+//! holding the role `worker` (whatever the project: [`load`] checks it); and,
+//! when the caller can tell (`--environment`), every secret reference can be
+//! read and the pinned package file has the pinned digest (and holds the
 //! project's revision: a warning otherwise). Must not read anything itself:
 //! the caller hands over the text, whether a secret can be read comes through
 //! [`SecretProbe`] and the package's bytes through [`PackageSource`], which
@@ -16,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::decode::{self, Decoder, qualified};
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::runtime::{Authorization, RuntimeFile, SecretRef, SecretSource};
+use crate::model::runtime::{Access, Authorization, Connection, Role, RuntimeFile, SecretRef, SecretSource};
 use crate::yaml::{self, Node, Part, Path};
 
 use super::context::Ctx;
@@ -109,6 +111,7 @@ pub fn load(input: &RuntimeInput<'_>, out: &mut Vec<Diagnostic>) -> (Option<Load
         _ => return (None, Some(shown)),
     };
     let mut loaded = loaded;
+    check_workers(&loaded, out);
     if let Some(probe) = input.secrets {
         check_secrets(&loaded, probe, out);
     }
@@ -229,18 +232,20 @@ fn missing_help(connection: &str, names: &[&str]) -> String {
 }
 
 /// Every secret reference of the file with its path and what it is for.
+/// A remote connection has no authorization to probe: its workers hold it.
 fn secrets(runtime: &RuntimeFile) -> Vec<(Path, &SecretRef, String)> {
     let mut out = vec![(Path::root().key("database").key("url"), &runtime.database.url, "the database URL".to_owned())];
     for (id, key) in &runtime.payload_keys.keys {
         out.push((Path::root().key("payloadKeys").key("keys").key(id), key, format!("the payload key `{id}`")));
     }
+    if let Some(tls) = runtime.grpc.as_ref().and_then(|grpc| grpc.tls.as_ref()) {
+        let base = Path::root().key("grpc").key("tls");
+        out.push((base.key("certificate"), &tls.certificate, "the gRPC certificate".to_owned()));
+        out.push((base.key("privateKey"), &tls.private_key, "the gRPC private key".to_owned()));
+    }
     for (name, connection) in &runtime.connections {
         let base = Path::root().key("connections").key(name);
-        let (field, reference) = match &connection.authorization {
-            Authorization::ClientSecret(grant) => ("clientSecret", &grant.client_secret),
-            Authorization::PrivateKeyJwt(grant) => ("privateKey", &grant.private_key),
-        };
-        out.push((base.key("authorization").key(field), reference, format!("the {field} of connection `{name}`")));
+        connection_secrets(&base, name, connection, &mut out);
         if let Some(reference) = &connection.event_signing_secret {
             out.push((
                 base.key("eventSigningSecret"),
@@ -254,6 +259,68 @@ fn secrets(runtime: &RuntimeFile) -> Vec<(Path, &SecretRef, String)> {
         out.push((path, &token.token, format!("the token of `{}`", token.subject)));
     }
     out
+}
+
+/// The authorization's secret of `connection` (written at `base`), if it has one.
+pub(super) fn connection_secrets<'c>(
+    base: &Path,
+    name: &str,
+    connection: &'c Connection,
+    out: &mut Vec<(Path, &'c SecretRef, String)>,
+) {
+    let Some(authorization) = &connection.authorization else { return };
+    let (field, reference) = match authorization {
+        Authorization::ClientSecret(grant) => ("clientSecret", &grant.client_secret),
+        Authorization::PrivateKeyJwt(grant) => ("privateKey", &grant.private_key),
+    };
+    out.push((base.key("authorization").key(field), reference, format!("the {field} of connection `{name}`")));
+}
+
+/// The subjects that can authenticate holding the role `worker`: a static
+/// token's subject whose entry lists it, or the subject of a grant listing it
+/// when a static token or (with an OIDC issuer) a JWT can authenticate that
+/// subject.
+fn worker_subjects(access: &Access) -> BTreeSet<&str> {
+    let tokens: BTreeSet<&str> = access.tokens.iter().map(|t| t.subject.as_str()).collect();
+    let mut out: BTreeSet<&str> =
+        access.tokens.iter().filter(|t| t.roles.contains(&Role::Worker)).map(|t| t.subject.as_str()).collect();
+    for grant in access.grants.iter().filter(|g| g.roles.contains(&Role::Worker)) {
+        if tokens.contains(grant.subject.as_str()) || !access.oidc.is_empty() {
+            out.insert(&grant.subject);
+        }
+    }
+    out
+}
+
+/// Every subject of a remote connection's `workers` can authenticate as a
+/// worker (`runtime.unknown-worker`): an error when none of the connection's
+/// subjects can (it would never be served), a warning otherwise.
+fn check_workers(rt: &LoadedRuntime, out: &mut Vec<Diagnostic>) {
+    let workers = worker_subjects(&rt.runtime.access);
+    for (name, connection) in rt.runtime.connections.iter().filter(|(_, c)| c.is_remote()) {
+        let served = connection.workers.iter().any(|s| workers.contains(s.as_str()));
+        for (i, subject) in connection.workers.iter().enumerate() {
+            if workers.contains(subject.as_str()) {
+                continue;
+            }
+            let consequence = if served { "" } else { ": no worker can serve the connection" };
+            let diagnostic = rt.diagnostic(
+                Code::RuntimeUnknownWorker,
+                &Path::root().key("connections").key(name).key("workers").index(i),
+                Part::Value,
+                format!(
+                    "the worker `{}` of connection `{name}` holds the role `worker` through no static token and no grant{consequence}",
+                    subject.escape_default()
+                ),
+                format!(
+                    "add `worker` to the roles of its `access.tokens` entry, or (for an OIDC `sub`) a grant \
+                     `{{subject: {}, workflow: \"*\", roles: [worker]}}`; or correct the subject",
+                    subject.escape_default()
+                ),
+            );
+            out.push(if served { diagnostic.warning() } else { diagnostic });
+        }
+    }
 }
 
 /// Reads the pinned package and checks it against its digest
@@ -298,8 +365,50 @@ fn check_package(rt: &LoadedRuntime, source: &dyn PackageSource, out: &mut Vec<D
 
 /// Reports every secret reference the probe cannot resolve (`runtime.secret-unavailable`).
 pub fn check_secrets(rt: &LoadedRuntime, probe: &dyn SecretProbe, out: &mut Vec<Diagnostic>) {
+    probe_secrets(&rt.file, &rt.root, secrets(&rt.runtime), Reader::Service, probe, out);
+}
+
+/// Who reads a file's secrets, for the repair hints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reader {
+    /// `coordinator serve`, from `runtime.yaml`.
+    Service,
+    /// `coordinator worker`, from `worker.yaml`.
+    Worker,
+}
+
+impl Reader {
+    /// The process, as in "the service's environment".
+    fn process(self) -> &'static str {
+        match self {
+            Reader::Service => "service",
+            Reader::Worker => "worker",
+        }
+    }
+
+    /// The file, as in "the runtime file's directory".
+    fn file(self) -> &'static str {
+        match self {
+            Reader::Service => "runtime file",
+            Reader::Worker => "worker file",
+        }
+    }
+}
+
+/// Reports every one of `references` (in the file `file`, whose node tree is
+/// `root`) the probe cannot resolve (`runtime.secret-unavailable`). A
+/// reference written twice is probed once.
+pub(super) fn probe_secrets(
+    file: &str,
+    root: &Node,
+    references: Vec<(Path, &SecretRef, String)>,
+    reader: Reader,
+    probe: &dyn SecretProbe,
+    out: &mut Vec<Diagnostic>,
+) {
+    let (process, file_kind) = (reader.process(), reader.file());
     let mut probed: BTreeMap<&SecretRef, Result<(), SecretProblem>> = BTreeMap::new();
-    for (path, reference, what) in secrets(&rt.runtime) {
+    for (path, reference, what) in references {
         let result = probed.entry(reference).or_insert_with(|| probe.probe(reference));
         let Err(problem) = result else { continue };
         let (message, help) = match (reference.source(), problem) {
@@ -308,19 +417,27 @@ pub fn check_secrets(rt: &LoadedRuntime, probe: &dyn SecretProbe, out: &mut Vec<
             }
             (SecretSource::Env(name), _) => (
                 format!("the environment variable `{name}` ({what}) is not set"),
-                format!("set `{name}` in the service's environment, or point {what} at another reference"),
+                format!("set `{name}` in the {process}'s environment, or point {what} at another reference"),
             ),
-            (SecretSource::File(file), SecretProblem::Empty) => {
-                (format!("the file `{file}` ({what}) is empty"), format!("write the secret into `{file}`"))
+            (SecretSource::File(path), SecretProblem::Empty) => {
+                (format!("the file `{path}` ({what}) is empty"), format!("write the secret into `{path}`"))
             }
-            (SecretSource::File(file), SecretProblem::Unreadable(reason)) => (
-                format!("the file `{file}` ({what}) cannot be read: {reason}"),
-                "create the file, or give the service's user permission to read it (a relative path is relative to the runtime file's directory)".to_owned(),
+            (SecretSource::File(path), SecretProblem::Unreadable(reason)) => (
+                format!("the file `{path}` ({what}) cannot be read: {reason}"),
+                format!(
+                    "create the file, or give the {process}'s user permission to read it (a relative path is relative to the {file_kind}'s directory)"
+                ),
             ),
-            (SecretSource::File(file), SecretProblem::NotSet) => {
-                (format!("the file `{file}` ({what}) cannot be read"), "create the file".to_owned())
+            (SecretSource::File(path), SecretProblem::NotSet) => {
+                (format!("the file `{path}` ({what}) cannot be read"), "create the file".to_owned())
             }
         };
-        out.push(rt.diagnostic(Code::RuntimeSecretUnavailable, &path, Part::Value, message, help));
+        out.push(Diagnostic::error(
+            Code::RuntimeSecretUnavailable,
+            file,
+            root.span_of(&path, Part::Value),
+            message,
+            help,
+        ));
     }
 }

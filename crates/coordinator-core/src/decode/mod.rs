@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod runtime;
 pub mod scenarios;
+pub mod worker;
 pub mod workflow;
 
 use std::collections::BTreeMap;

@@ -1,28 +1,32 @@
 //! Decodes `runtime.yaml` into [`RuntimeFile`], field by field.
 //!
 //! Checks the shape of one deployment's configuration: known and required
-//! fields, types, the listen address, the package digest, URLs (http or https,
-//! never with credentials in them), that the active payload key is one of the
-//! keys, roles and names, and the `logging` and `telemetry` sections
-//! ([`observability`]). Every secret must be a reference (`env:NAME` or
+//! fields, types, the listen addresses (`listen`, `grpc.listen`), the package
+//! digest, URLs (http or https, never with credentials in them), that the
+//! active payload key is one of the keys, roles and names, the connections
+//! ([`connection`], shared with `worker.yaml`; a remote one needs `grpc`), and
+//! the `logging` and `telemetry` sections ([`observability`]). Every secret must be a reference (`env:NAME` or
 //! `file:PATH`); a literal is refused with a message that never repeats it, and
 //! [`redact`] masks it in the text shown in excerpts. Does not check the file
 //! against a project (`check::runtime`) and never resolves a reference.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::diagnostic::Span;
+use crate::diagnostic::{Code, Span};
 use crate::model::runtime::{
-    Access, Authorization, ClientSecretGrant, Connection, Database, Grant, OidcIssuer, PackageRef, PayloadKeys,
-    PrivateKeyJwtGrant, Retention, Role, RuntimeFile, RuntimeKind, SecretRef, SecretSource, StaticToken, Timeouts,
+    Access, Database, Grant, Grpc, GrpcTls, OidcIssuer, PackageRef, PayloadKeys, Retention, Role, RuntimeFile,
+    RuntimeKind, SecretRef, SecretSource, StaticToken,
 };
 use crate::model::{API_VERSION, ApiVersion};
 use crate::yaml::{Key, Node, NodeValue};
 
 use super::{Decoder, optional};
 
+pub(super) mod connection;
 mod observability;
 mod redact;
+
+use connection::Place;
 
 pub use redact::redact;
 
@@ -32,6 +36,7 @@ const TOP: &[&str] = &[
     "database",
     "payloadKeys",
     "listen",
+    "grpc",
     "package",
     "connections",
     "observeFloorSeconds",
@@ -43,22 +48,14 @@ const TOP: &[&str] = &[
 ];
 const TOP_REQUIRED: &[&str] =
     &["apiVersion", "kind", "database", "payloadKeys", "listen", "package", "connections", "access"];
-const CONNECTION_FIELDS: &[&str] = &["product", "baseUrl", "authorization", "eventSigningSecret", "timeouts"];
-const AUTHORIZATION_FIELDS: &[&str] =
-    &["type", "tokenEndpoint", "clientId", "clientSecret", "privateKey", "keyId", "scope"];
 /// The longest retention, days.
 const MAX_RETENTION_DAYS: u32 = 36_500;
-const ROLES: &[(&str, Role)] = &[("admit", Role::Admit), ("read", Role::Read), ("operate", Role::Operate)];
-
-/// The `type` of an authorization, before its fields are decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GrantType {
-    ClientSecret,
-    PrivateKeyJwt,
-}
-
-const GRANT_TYPES: &[(&str, GrantType)] =
-    &[("client-secret", GrantType::ClientSecret), ("private-key-jwt", GrantType::PrivateKeyJwt)];
+const ROLES: &[(&str, Role)] =
+    &[("admit", Role::Admit), ("read", Role::Read), ("operate", Role::Operate), ("worker", Role::Worker)];
+/// The fields of `grpc`.
+const GRPC_FIELDS: &[&str] = &["listen", "tls"];
+/// The fields of `grpc.tls`.
+const TLS_FIELDS: &[&str] = &["certificate", "privateKey"];
 
 /// Decodes a parsed `runtime.yaml`. `None` when a value is wrong or missing; an
 /// unknown field is reported without making the result `None`, so any error
@@ -72,21 +69,30 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
         db.get("url").and_then(|n| secret(d, n, "the database `url`")).map(|url| Database { url })
     });
     let payload_keys = f.get("payloadKeys").and_then(|n| payload_keys(d, n, f.key_span("payloadKeys")));
-    let listen = f.get("listen").and_then(|n| listen(d, n));
+    let listen = f.get("listen").and_then(|n| listen(d, n, "listen"));
+    let grpc = optional(f.get("grpc"), |n| grpc(d, n, f.key_span("grpc"), f.get("listen")));
     let package = f.get("package").and_then(|n| package(d, n, f.key_span("package")));
-    let connections = f.get("connections").and_then(|n| d.map_of(n, "connection", true, connection));
+    let connections = f.get("connections").and_then(|n| {
+        d.map_of(n, "connection", true, |d, key, node| connection::connection(d, Place::Runtime, key, node))
+    });
+    let listener = match (f.get("grpc"), f.get("connections").map(|n| &n.value)) {
+        (None, Some(NodeValue::Map(entries))) => remote_without_grpc(d, entries),
+        _ => Some(()),
+    };
     let observe_floor_seconds = optional(f.get("observeFloorSeconds"), |n| d.uint(n, "observeFloorSeconds", 1));
     let shutdown_grace_seconds = optional(f.get("shutdownGraceSeconds"), |n| d.uint(n, "shutdownGraceSeconds", 1));
     let access = f.get("access").and_then(|n| access(d, n, f.key_span("access")));
     let logging = optional(f.get("logging"), |n| observability::logging(d, n, f.key_span("logging")));
     let telemetry = optional(f.get("telemetry"), |n| observability::telemetry(d, n, f.key_span("telemetry")));
     let retention = optional(f.get("retention"), |n| retention(d, n, f.key_span("retention")));
+    listener?;
     Some(RuntimeFile {
         api_version: api_version?,
         kind: kind?,
         database: database?,
         payload_keys: payload_keys?,
         listen: listen?,
+        grpc: grpc?,
         package: package?,
         connections: connections?,
         observe_floor_seconds: observe_floor_seconds?,
@@ -119,7 +125,7 @@ fn retention(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<Retention>
 }
 
 /// A secret reference. Anything else is refused without repeating it: it may be the secret.
-fn secret(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<SecretRef> {
+pub(super) fn secret(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<SecretRef> {
     let reference = match &node.value {
         NodeValue::String(text) => SecretRef::parse(text).ok(),
         _ => None,
@@ -152,7 +158,7 @@ fn is_env_name(name: &str) -> bool {
 }
 
 /// A string that is not empty.
-fn text(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
+pub(super) fn text(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
     let text = d.string(node, what)?;
     if text.trim().is_empty() {
         d.invalid(node.span, format!("{what} is empty"), format!("give {what} a value"));
@@ -193,18 +199,65 @@ fn payload_keys(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<Payload
     Some(PayloadKeys { active: active?, keys: keys? })
 }
 
-/// `host:port`: an IPv4 address, a host name or a bracketed IPv6 address, and a port from 1 to 65535.
-fn listen(d: &mut Decoder<'_>, node: &Node) -> Option<String> {
-    let text = d.string(node, "listen")?;
+/// `host:port`: an IPv4 address, a host name or a bracketed IPv6 address, and
+/// a port from 1 to 65535. `what` names the field (`listen`, `grpc.listen`).
+fn listen(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
+    let text = d.string(node, what)?;
     if !is_listen_address(&text) {
         d.invalid(
             node.span,
-            format!("listen `{}` is not `host:port`", text.escape_default()),
+            format!("{what} `{}` is not `host:port`", text.escape_default()),
             "write a host and a port from 1 to 65535, e.g. `127.0.0.1:7400`, `0.0.0.0:7400` or `[::1]:7400`",
         );
         return None;
     }
     Some(text)
+}
+
+/// `grpc:`; `owner` is its key, `api` the value of `listen` (the two cannot share an address).
+fn grpc(d: &mut Decoder<'_>, node: &Node, owner: Span, api: Option<&Node>) -> Option<Grpc> {
+    let f = d.object(node, "`grpc`", owner, GRPC_FIELDS, &["listen"])?;
+    let listen = f.get("listen").and_then(|n| {
+        let address = listen(d, n, "grpc.listen")?;
+        if api.is_some_and(|api| matches!(&api.value, NodeValue::String(s) if *s == address)) {
+            d.invalid(
+                n.span,
+                format!("grpc.listen `{}` is the address of the HTTP API (`listen`)", address.escape_default()),
+                "give the gRPC listener a port of its own, e.g. `0.0.0.0:7401`",
+            );
+            return None;
+        }
+        Some(address)
+    });
+    let tls = optional(f.get("tls"), |n| {
+        let t = d.object(n, "`grpc.tls`", f.key_span("tls"), TLS_FIELDS, TLS_FIELDS)?;
+        let certificate = t.get("certificate").and_then(|n| secret(d, n, "grpc.tls.certificate"));
+        let private_key = t.get("privateKey").and_then(|n| secret(d, n, "grpc.tls.privateKey"));
+        Some(GrpcTls { certificate: certificate?, private_key: private_key? })
+    });
+    Some(Grpc { listen: listen?, tls: tls? })
+}
+
+/// Reports every remote connection of a file without `grpc`, at its
+/// `dispatch` (read from the nodes, so another mistake in the connection does
+/// not hide this one): its workers would have nothing to connect to. `None`
+/// when there is one.
+fn remote_without_grpc(d: &mut Decoder<'_>, connections: &[(Key, Node)]) -> Option<()> {
+    let mut ok = Some(());
+    for (key, node) in connections {
+        let Some(dispatch) = node.get("dispatch") else { continue };
+        if matches!(&dispatch.value, NodeValue::String(s) if s == "remote") {
+            d.report(
+                Code::SchemaMissingField,
+                dispatch.span,
+                format!("connection `{}` is remote, but the file has no `grpc` listener for its workers", key.text),
+                "add `grpc: {listen: 0.0.0.0:7401}` (and `tls` unless the network between the coordinator and its \
+                 workers is private), or remove `dispatch: remote`",
+            );
+            ok = None;
+        }
+    }
+    ok
 }
 
 fn is_listen_address(text: &str) -> bool {
@@ -252,48 +305,8 @@ fn package(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<PackageRef> 
     Some(PackageRef { path: path?, digest: digest? })
 }
 
-fn connection(d: &mut Decoder<'_>, key: &Key, node: &Node) -> Option<Connection> {
-    let what = format!("connection `{}`", key.text);
-    let f = d.object(node, &what, key.span, CONNECTION_FIELDS, &["product", "baseUrl", "authorization"])?;
-    let product = f.get("product").and_then(|n| product(d, n));
-    let base_url = f.get("baseUrl").and_then(|n| url(d, n, &format!("the baseUrl of {what}")));
-    let authorization = f.get("authorization").and_then(|n| authorization(d, n, f.key_span("authorization"), &what));
-    let event_signing_secret =
-        optional(f.get("eventSigningSecret"), |n| secret(d, n, &format!("the eventSigningSecret of {what}")));
-    let timeouts = optional(f.get("timeouts"), |n| {
-        let fields = ["connectSeconds", "requestSeconds"];
-        let t = d.object(n, &format!("the timeouts of {what}"), f.key_span("timeouts"), &fields, &fields)?;
-        let connect = t.get("connectSeconds").and_then(|n| d.uint(n, "connectSeconds", 1));
-        let request = t.get("requestSeconds").and_then(|n| d.uint(n, "requestSeconds", 1));
-        Some(Timeouts { connect_seconds: connect?, request_seconds: request? })
-    });
-    Some(Connection {
-        product: product?,
-        base_url: base_url?,
-        authorization: authorization?,
-        event_signing_secret: event_signing_secret?,
-        timeouts: timeouts?,
-    })
-}
-
-/// A product name: lowercase letters, digits and `-` (as in catalog files).
-fn product(d: &mut Decoder<'_>, node: &Node) -> Option<String> {
-    let name = d.string(node, "product")?;
-    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !ok {
-        d.invalid(
-            node.span,
-            format!("the product `{}` is not a product name", name.escape_default()),
-            "write the catalog's product name: lowercase letters, digits and `-`, e.g. `casework`",
-        );
-        return None;
-    }
-    Some(name)
-}
-
 /// An `http://` or `https://` URL of a product or identity provider (see [`url_with`]).
-fn url(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
+pub(super) fn url(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
     url_with(
         d,
         node,
@@ -306,7 +319,7 @@ fn url(d: &mut Decoder<'_>, node: &Node, what: &str) -> Option<String> {
 /// An `http://` or `https://` URL with a host and no credentials; `help` says
 /// what to write instead. The message never repeats the URL: a wrong one may
 /// carry a password.
-fn url_with(d: &mut Decoder<'_>, node: &Node, what: &str, help: &str) -> Option<String> {
+pub(super) fn url_with(d: &mut Decoder<'_>, node: &Node, what: &str, help: &str) -> Option<String> {
     let text = d.string(node, what)?;
     if let Err(why) = check_url(&text, &["http://", "https://"]) {
         d.invalid(node.span, format!("{what} {why}"), help);
@@ -316,7 +329,7 @@ fn url_with(d: &mut Decoder<'_>, node: &Node, what: &str, help: &str) -> Option<
 }
 
 /// Why `text` is not a URL with one of `schemes`, a host, and no credentials.
-fn check_url(text: &str, schemes: &[&str]) -> Result<(), &'static str> {
+pub(super) fn check_url(text: &str, schemes: &[&str]) -> Result<(), &'static str> {
     let rest = schemes.iter().find_map(|s| text.strip_prefix(s)).ok_or("is not an http:// or https:// URL")?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if authority.contains('@') {
@@ -336,47 +349,6 @@ fn check_url(text: &str, schemes: &[&str]) -> Result<(), &'static str> {
         }
         _ if host_ok(authority) => Ok(()),
         _ => Err("does not have a valid host"),
-    }
-}
-
-fn authorization(d: &mut Decoder<'_>, node: &Node, owner: Span, connection: &str) -> Option<Authorization> {
-    let what = format!("the authorization of {connection}");
-    let kind = match node.get("type") {
-        Some(t) => d.one_of(t, "the authorization type", GRANT_TYPES)?,
-        None => {
-            d.object(node, &what, owner, AUTHORIZATION_FIELDS, &["type"]);
-            return None;
-        }
-    };
-    let secret_field = if kind == GrantType::ClientSecret { "clientSecret" } else { "privateKey" };
-    let mut known = vec!["type", "tokenEndpoint", "clientId", secret_field, "scope"];
-    let mut required = vec!["tokenEndpoint", "clientId", secret_field];
-    if kind == GrantType::PrivateKeyJwt {
-        known.push("keyId");
-        required.push("keyId");
-    }
-    let f = d.object(node, &what, owner, &known, &required)?;
-    let token_endpoint = f.get("tokenEndpoint").and_then(|n| url(d, n, &format!("the tokenEndpoint of {connection}")));
-    let client_id = f.get("clientId").and_then(|n| text(d, n, "clientId"));
-    let secret = f.get(secret_field).and_then(|n| secret(d, n, &format!("the {secret_field} of {connection}")));
-    let scope = optional(f.get("scope"), |n| text(d, n, "scope"));
-    match kind {
-        GrantType::ClientSecret => Some(Authorization::ClientSecret(ClientSecretGrant {
-            token_endpoint: token_endpoint?,
-            client_id: client_id?,
-            client_secret: secret?,
-            scope: scope?,
-        })),
-        GrantType::PrivateKeyJwt => {
-            let key_id = f.get("keyId").and_then(|n| text(d, n, "keyId"));
-            Some(Authorization::PrivateKeyJwt(PrivateKeyJwtGrant {
-                token_endpoint: token_endpoint?,
-                client_id: client_id?,
-                private_key: secret?,
-                key_id: key_id?,
-                scope: scope?,
-            }))
-        }
     }
 }
 
@@ -435,7 +407,7 @@ fn grant(d: &mut Decoder<'_>, index: usize, node: &Node) -> Option<Grant> {
     let roles = f.get("roles").and_then(|n| {
         let roles = roles(d, n)?;
         if roles.is_empty() {
-            d.invalid(n.span, format!("{what} grants no role"), "list at least one of admit, read, operate");
+            d.invalid(n.span, format!("{what} grants no role"), "list at least one of admit, read, operate, worker");
             return None;
         }
         Some(roles)

@@ -1,5 +1,6 @@
 //! The project model: plain data types for `workflow.yaml`, catalog files,
-//! `scenarios.yaml`, `runtime.yaml` and the run and effect states they name.
+//! `scenarios.yaml`, `runtime.yaml`, `worker.yaml` and the run and effect
+//! states they name.
 //!
 //! These types are the single description of the formats: the JSON Schemas in
 //! `schemas/` are generated from them, the revision is computed over their
@@ -10,6 +11,7 @@ pub mod catalog;
 pub mod run;
 pub mod runtime;
 pub mod scenarios;
+pub mod worker;
 pub mod workflow;
 
 use schemars::JsonSchema;

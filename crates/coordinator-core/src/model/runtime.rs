@@ -1,6 +1,7 @@
 //! `runtime.yaml`: how one deployment of the service is wired — database,
-//! payload keys, listen address, pinned package, product connections, access,
-//! shutdown, logging and telemetry (SPEC §4, §7).
+//! payload keys, listen addresses (the HTTP API and, for remote workers, gRPC),
+//! pinned package, product connections, access, shutdown, logging and
+//! telemetry (SPEC §4, §7).
 //!
 //! Plain data only. Secrets are never values in this file: every credential,
 //! key and database URL is a [`SecretRef`] (`env:NAME` or `file:PATH`) that the
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::ApiVersion;
 
@@ -46,6 +48,10 @@ pub struct RuntimeFile {
     /// The address the HTTP API listens on, `host:port` (`127.0.0.1:7400`).
     #[schemars(regex(pattern = r"^.+:[0-9]{1,5}$"))]
     pub listen: String,
+    /// Where remote workers reach the coordinator (gRPC); required when a
+    /// connection is `dispatch: remote`, unused otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<Grpc>,
     /// The package this deployment runs, pinned by digest.
     pub package: PackageRef,
     /// Logical connection name (as workflows name it) -> product endpoint and credentials.
@@ -76,6 +82,30 @@ pub struct RuntimeFile {
     pub retention: Option<Retention>,
 }
 
+/// `grpc:` — the listener `coordinator worker` processes connect to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Grpc {
+    /// `host:port`, as `listen`, and not the same address (`0.0.0.0:7401`).
+    #[schemars(regex(pattern = r"^.+:[0-9]{1,5}$"))]
+    pub listen: String,
+    /// The server's certificate and key; without them the listener speaks
+    /// plain HTTP/2 (for a private network or a TLS-terminating proxy only:
+    /// worker tokens cross it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<GrpcTls>,
+}
+
+/// `grpc.tls:` — the server's identity, PEM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrpcTls {
+    /// The PEM certificate chain, leaf first.
+    pub certificate: SecretRef,
+    /// The PEM private key of the leaf certificate.
+    pub private_key: SecretRef,
+}
+
 /// `retention:` — what the service removes, and when (docs/operations.md, "Retention").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -89,8 +119,9 @@ pub struct Retention {
 }
 
 /// A reference to a secret: `env:NAME` (an environment variable) or `file:PATH`
-/// (a file's contents; a relative path is relative to the directory of
-/// `runtime.yaml`). The configuration never holds the secret itself.
+/// (a file's contents; a relative path is relative to the directory of the
+/// file that holds the reference, `runtime.yaml` or `worker.yaml`). The
+/// configuration never holds the secret itself.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SecretRef(String);
@@ -202,21 +233,43 @@ pub struct PackageRef {
     pub digest: String,
 }
 
-/// One logical connection: a product endpoint and the service identity used on it.
+/// One logical connection: a product endpoint and the service identity used
+/// on it. An `in-process` connection (the default) carries the product's
+/// `baseUrl` and `authorization`, and the coordinator calls the product
+/// itself; a `remote` one carries neither (nor `timeouts`): its requests are
+/// made by the `coordinator worker` processes whose subjects `workers` lists,
+/// and the product's address and credentials live only in their
+/// `worker.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = dispatch_rules)]
 pub struct Connection {
     /// The product this connection reaches (`casework`); its operations must be in the catalog.
     pub product: String,
+    /// Who makes the product requests: the coordinator (`in-process`, the default) or remote workers.
+    #[serde(default, skip_serializing_if = "Dispatch::is_in_process")]
+    pub dispatch: Dispatch,
     /// The product's base URL; operations are `POST {baseUrl}/v1/operations/…` (SPEC §6).
+    /// Required for an in-process connection, refused for a remote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(url)]
-    pub base_url: String,
-    /// How a fresh credential is acquired for every attempt.
-    pub authorization: Authorization,
-    /// Verifies the HMAC signature of product events that triggers admit runs from.
+    pub base_url: Option<String>,
+    /// How a fresh credential is acquired for every attempt. Required for an
+    /// in-process connection, refused for a remote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Authorization>,
+    /// The subjects (static token subjects or OIDC `sub`s, holding the role
+    /// `worker`) allowed to serve a remote connection; at least one. Refused
+    /// for an in-process connection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1))]
+    pub workers: Vec<String>,
+    /// Verifies the HMAC signature of product events that triggers admit runs
+    /// from (the coordinator verifies them, whatever the dispatch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_signing_secret: Option<SecretRef>,
-    /// Network timeouts; without them, 5 s to connect and 30 s for the request.
+    /// Network timeouts; without them, 5 s to connect and 30 s for the
+    /// request. Refused for a remote connection (its worker sets them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<Timeouts>,
 }
@@ -225,6 +278,53 @@ impl Connection {
     /// The timeouts in force: the configured ones or the defaults.
     pub fn effective_timeouts(&self) -> Timeouts {
         self.timeouts.unwrap_or_default()
+    }
+
+    /// Whether remote workers make this connection's product requests.
+    pub fn is_remote(&self) -> bool {
+        self.dispatch == Dispatch::Remote
+    }
+}
+
+/// The JSON Schema's form of the rules decoding enforces: a remote connection
+/// has `workers` and no `baseUrl`, `authorization` or `timeouts`; any other
+/// has `baseUrl` and `authorization` and no `workers`.
+fn dispatch_rules(schema: &mut Schema) {
+    schema.insert("if".to_owned(), json!({"properties": {"dispatch": {"const": "remote"}}, "required": ["dispatch"]}));
+    schema.insert(
+        "then".to_owned(),
+        json!({
+            "required": ["workers"],
+            "not": {"anyOf": [{"required": ["baseUrl"]}, {"required": ["authorization"]}, {"required": ["timeouts"]}]}
+        }),
+    );
+    schema
+        .insert("else".to_owned(), json!({"required": ["baseUrl", "authorization"], "not": {"required": ["workers"]}}));
+}
+
+/// `dispatch:` of a connection — who makes its product requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatch {
+    /// The coordinator calls the product itself, with the connection's `baseUrl` and `authorization`.
+    #[default]
+    InProcess,
+    /// `coordinator worker` processes call the product and report the answers over gRPC.
+    Remote,
+}
+
+impl Dispatch {
+    /// The YAML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dispatch::InProcess => "in-process",
+            Dispatch::Remote => "remote",
+        }
+    }
+
+    /// Whether this is the default, [`Dispatch::InProcess`] (left out when serialised).
+    pub fn is_in_process(&self) -> bool {
+        *self == Dispatch::InProcess
     }
 }
 
@@ -361,7 +461,11 @@ impl Grant {
     }
 }
 
-/// What a caller may do (SPEC §4).
+/// What a caller may do (SPEC §4). `admit`, `read` and `operate` are rights
+/// on the HTTP API, per workflow. `worker` is not: a principal holding it may
+/// serve (over gRPC) the remote connections whose `workers` list its subject,
+/// and nothing else; it grants no right on the HTTP API, and the workflow of
+/// a grant does not narrow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
@@ -371,6 +475,8 @@ pub enum Role {
     Read,
     /// Inspect, cancel, retry-same, reconcile, place and release restore holds, activate packages.
     Operate,
+    /// Serve the remote connections that list the subject in `workers` (a `coordinator worker` process).
+    Worker,
 }
 
 impl Role {
@@ -380,6 +486,7 @@ impl Role {
             Role::Admit => "admit",
             Role::Read => "read",
             Role::Operate => "operate",
+            Role::Worker => "worker",
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Masks what might be a secret in the text of `runtime.yaml` shown in excerpts.
+//! Masks what might be a secret in the text of `runtime.yaml` (and of
+//! `worker.yaml`, whose secrets are written the same way) shown in excerpts.
 //!
 //! A secret belongs in the environment or a file, but a user may still paste one
 //! into the file, under the right key or a wrong one. Diagnostics never repeat
@@ -20,6 +21,8 @@ const SHOWN: &[&str] = &[
     "path",
     "digest",
     "product",
+    "dispatch",
+    "workers",
     "baseUrl",
     "type",
     "tokenEndpoint",
@@ -43,9 +46,11 @@ const SHOWN: &[&str] = &[
     "audience",
     "jwks",
     "workflow",
+    "address",
+    "concurrency",
 ];
 
-/// The text of `runtime.yaml` for excerpts, with every value that might be a
+/// The text of `runtime.yaml` or `worker.yaml` for excerpts, with every value that might be a
 /// secret replaced by `*` (one per character, so lines and columns do not move).
 /// Shown: references, and the values of [`SHOWN`] fields; the entries of
 /// `payloadKeys.keys` are always secrets.
