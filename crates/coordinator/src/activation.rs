@@ -83,7 +83,7 @@ impl Engine {
         })?;
         let definition = package.definition;
         for (alias, op) in &definition.operations {
-            if !self.connections.contains_key(&op.connection) {
+            if !self.connections.contains_key(&op.connection) && !self.remote.contains_key(&op.connection) {
                 return Err(ActivationError::UnknownConnection {
                     alias: alias.clone(),
                     connection: op.connection.clone(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 use coordinator_core::check::runtime::{self, RuntimeInput};
 use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::machine::Settings;
-use coordinator_core::model::runtime::{Authorization, RuntimeFile, SecretRef, SecretSource};
+use coordinator_core::model::runtime::{self as model, Authorization, RuntimeFile, SecretRef, SecretSource};
 use coordinator_core::package;
 use coordinator_products::{AssertionKey, Connection, HttpUrl, Secret, TokenSource};
 use coordinator_seal::Keyring;
@@ -187,26 +187,7 @@ impl RuntimeConfig {
     /// # Errors
     /// [`DeploymentError::Secret`] naming the reference and what it is for.
     pub fn secret(&self, reference: &SecretRef, what: &str) -> Result<Secret, DeploymentError> {
-        let problem = |problem: String| DeploymentError::Secret {
-            what: what.to_owned(),
-            reference: reference.as_str().to_owned(),
-            problem,
-        };
-        let value = match reference.source() {
-            SecretSource::Env(name) => match std::env::var(name) {
-                Ok(value) => value,
-                Err(std::env::VarError::NotPresent) => return Err(problem("is not set".to_owned())),
-                Err(std::env::VarError::NotUnicode(_)) => return Err(problem("is not valid UTF-8".to_owned())),
-            },
-            SecretSource::File(path) => {
-                std::fs::read_to_string(self.base().join(path)).map_err(|e| problem(format!("cannot be read: {e}")))?
-            }
-        };
-        let value = value.trim();
-        if value.is_empty() {
-            return Err(problem("is empty".to_owned()));
-        }
-        Ok(Secret::new(value))
+        resolve_secret(&self.base(), reference, what)
     }
 
     /// The database URL.
@@ -345,49 +326,94 @@ impl RuntimeConfig {
     fn connections(&self) -> Result<HashMap<String, Connection>, DeploymentError> {
         let mut out = HashMap::new();
         for (name, c) in &self.runtime.connections {
-            let (Some(base_url), Some(authorization)) = (&c.base_url, &c.authorization) else {
-                // Decoding guarantees both for an in-process connection and neither for a remote one.
-                continue;
-            };
-            let url = |what: &str, text: &str| {
-                HttpUrl::parse(text)
-                    .map_err(|e| DeploymentError::Invalid(format!("connections.{name}.{what}: `{text}`: {e}")))
-            };
-            let token = match authorization {
-                Authorization::ClientSecret(grant) => TokenSource::ClientSecret {
-                    token_endpoint: url("authorization.tokenEndpoint", &grant.token_endpoint)?,
-                    client_id: grant.client_id.clone(),
-                    client_secret: self
-                        .secret(&grant.client_secret, &format!("connections.{name}.authorization.clientSecret"))?,
-                    scope: grant.scope.clone(),
-                },
-                Authorization::PrivateKeyJwt(grant) => {
-                    let what = format!("connections.{name}.authorization.privateKey");
-                    let pem = self.secret(&grant.private_key, &what)?;
-                    let key = AssertionKey::from_pem(pem.expose().as_bytes(), &grant.key_id).map_err(|e| {
-                        DeploymentError::Secret {
-                            what,
-                            reference: grant.private_key.as_str().to_owned(),
-                            problem: e.to_string(),
-                        }
-                    })?;
-                    TokenSource::PrivateKeyJwt {
-                        token_endpoint: url("authorization.tokenEndpoint", &grant.token_endpoint)?,
-                        client_id: grant.client_id.clone(),
-                        key,
-                        scope: grant.scope.clone(),
-                    }
-                }
-            };
-            let timeouts = c.effective_timeouts();
-            let connection = Connection::new(url("baseUrl", base_url)?, token).with_timeouts(
-                Duration::from_secs(timeouts.connect_seconds),
-                Duration::from_secs(timeouts.request_seconds),
-            );
-            out.insert(name.clone(), connection);
+            let secret = |reference: &SecretRef, what: &str| self.secret(reference, what);
+            if let Some(connection) = product_connection(name, c, &secret)? {
+                out.insert(name.clone(), connection);
+            }
         }
         Ok(out)
     }
+}
+
+/// Resolves a secret reference: an environment variable, or a file's contents
+/// (a relative path from `base`). Surrounding whitespace (a file's final
+/// newline) is dropped.
+///
+/// # Errors
+/// [`DeploymentError::Secret`] naming the reference and what it is for.
+pub fn resolve_secret(base: &Path, reference: &SecretRef, what: &str) -> Result<Secret, DeploymentError> {
+    let problem = |problem: String| DeploymentError::Secret {
+        what: what.to_owned(),
+        reference: reference.as_str().to_owned(),
+        problem,
+    };
+    let value = match reference.source() {
+        SecretSource::Env(name) => match std::env::var(name) {
+            Ok(value) => value,
+            Err(std::env::VarError::NotPresent) => return Err(problem("is not set".to_owned())),
+            Err(std::env::VarError::NotUnicode(_)) => return Err(problem("is not valid UTF-8".to_owned())),
+        },
+        SecretSource::File(path) => {
+            std::fs::read_to_string(base.join(path)).map_err(|e| problem(format!("cannot be read: {e}")))?
+        }
+    };
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(problem("is empty".to_owned()));
+    }
+    Ok(Secret::new(value))
+}
+
+/// A secret resolver: (reference, what it is for) → the secret.
+pub type SecretResolver<'a> = dyn Fn(&SecretRef, &str) -> Result<Secret, DeploymentError> + 'a;
+
+/// The product connection `c` describes, its credentials resolved with
+/// `secret` (runtime.yaml's for `serve`, worker.yaml's for `coordinator
+/// worker`); `None` for a remote connection, which has none.
+///
+/// # Errors
+/// [`DeploymentError`] naming the field or reference that cannot be used.
+pub fn product_connection(
+    name: &str,
+    c: &model::Connection,
+    secret: &SecretResolver<'_>,
+) -> Result<Option<Connection>, DeploymentError> {
+    let (Some(base_url), Some(authorization)) = (&c.base_url, &c.authorization) else {
+        // Decoding guarantees both for an in-process connection and neither for a remote one.
+        return Ok(None);
+    };
+    let url = |what: &str, text: &str| {
+        HttpUrl::parse(text).map_err(|e| DeploymentError::Invalid(format!("connections.{name}.{what}: `{text}`: {e}")))
+    };
+    let token = match authorization {
+        Authorization::ClientSecret(grant) => TokenSource::ClientSecret {
+            token_endpoint: url("authorization.tokenEndpoint", &grant.token_endpoint)?,
+            client_id: grant.client_id.clone(),
+            client_secret: secret(&grant.client_secret, &format!("connections.{name}.authorization.clientSecret"))?,
+            scope: grant.scope.clone(),
+        },
+        Authorization::PrivateKeyJwt(grant) => {
+            let what = format!("connections.{name}.authorization.privateKey");
+            let pem = secret(&grant.private_key, &what)?;
+            let key = AssertionKey::from_pem(pem.expose().as_bytes(), &grant.key_id).map_err(|e| {
+                DeploymentError::Secret {
+                    what,
+                    reference: grant.private_key.as_str().to_owned(),
+                    problem: e.to_string(),
+                }
+            })?;
+            TokenSource::PrivateKeyJwt {
+                token_endpoint: url("authorization.tokenEndpoint", &grant.token_endpoint)?,
+                client_id: grant.client_id.clone(),
+                key,
+                scope: grant.scope.clone(),
+            }
+        }
+    };
+    let timeouts = c.effective_timeouts();
+    let connection = Connection::new(url("baseUrl", base_url)?, token)
+        .with_timeouts(Duration::from_secs(timeouts.connect_seconds), Duration::from_secs(timeouts.request_seconds));
+    Ok(Some(connection))
 }
 
 /// Fetches the JWKS of every OIDC issuer configured by URL: the service does

@@ -200,7 +200,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
     let engine = Arc::new(engine);
     let access = Arc::new(Access::dev(&token));
     let router = crate::api::app(Arc::clone(&engine), access).merge(coordinator_sim::app(&sims));
-    let running = Running::start("dev", listener, router, &engine);
+    let running = Running::start("dev", listener, router, &engine, None);
     Ok(Dev {
         addr,
         data_dir,

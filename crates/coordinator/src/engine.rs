@@ -97,8 +97,10 @@ pub struct Engine {
     pub(crate) store: Store,
     pub(crate) keyring: Keyring,
     pub(crate) products: ProductClient,
-    /// Connection name → how to reach the product.
+    /// Connection name → how to reach the product (in-process connections).
     pub(crate) connections: HashMap<String, Connection>,
+    /// Remote connection name → the subjects allowed to serve it (`crate::remote`).
+    pub(crate) remote: crate::remote::RemoteConnections,
     settings: Settings,
     /// Compiled workflows by revision, bounded (`crate::definitions`).
     pub(crate) workflows: crate::definitions::Definitions,
@@ -149,6 +151,7 @@ impl Engine {
             keyring,
             products: ProductClient::new(),
             connections,
+            remote: crate::remote::RemoteConnections::new(),
             settings,
             workflows: crate::definitions::Definitions::new(crate::definitions::CAPACITY_BYTES),
             wake: Notify::new(),
@@ -187,6 +190,15 @@ impl Engine {
     #[must_use]
     pub fn with_recovery_only(mut self, recovery_only: bool) -> Self {
         self.recovery_only = recovery_only;
+        self
+    }
+
+    /// The same engine with remote connections (runtime.yaml `dispatch:
+    /// remote`): name → the subjects allowed to serve it. Their queued work
+    /// goes to their lanes, for `coordinator worker` processes (`crate::remote`).
+    #[must_use]
+    pub fn with_remote(mut self, remote: crate::remote::RemoteConnections) -> Self {
+        self.remote = remote;
         self
     }
 
@@ -392,7 +404,7 @@ impl Engine {
             let run = Run::new(&new.id, &active, Instant(now), input);
             let t = decide(&wf, &run, &Event::Admitted, Instant(now), &self.settings);
             told = Some(Told::of(&Event::Admitted, &t.actions, now, Instant(now)));
-            let decision = self.conclude(run, &t)?;
+            let decision = self.conclude(&wf, run, &t)?;
             first_state = Some(decision.state);
             Ok(decision)
         };
@@ -581,11 +593,11 @@ impl Engine {
         let run = self.open(run_id, snapshot)?;
         let admitted_at = run.admitted_at;
         let t = decide(wf, &run, event, Instant(now), &self.settings);
-        Ok((self.conclude(run, &t)?, admitted_at))
+        Ok((self.conclude(wf, run, &t)?, admitted_at))
     }
 
     /// Applies an applied transition to the run and seals the result; any other outcome writes nothing.
-    fn conclude(&self, mut run: Run, t: &Transition) -> Result<Decision, EngineError> {
+    fn conclude(&self, wf: &Workflow, mut run: Run, t: &Transition) -> Result<Decision, EngineError> {
         match &t.outcome {
             Outcome::Applied => {}
             Outcome::Ignored { reason } => return Err(EngineError::Ignored(reason.clone())),
@@ -606,7 +618,7 @@ impl Engine {
             held: run.held,
             outcome: run.outcome.clone(),
             attention_step,
-            lanes: Vec::new(),
+            lanes: crate::remote::lanes(&self.remote, wf, &t.actions),
         })
     }
 

@@ -47,6 +47,8 @@ pub mod oidc;
 pub(crate) mod perform;
 pub mod preview;
 pub mod project_dir;
+pub mod remote;
+pub mod remote_worker;
 pub mod run_id;
 pub(crate) mod running;
 pub mod sealer;

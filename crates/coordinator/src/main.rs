@@ -1,4 +1,4 @@
-//! `coordinator`: the service binary (SPEC §7): `dev`, `serve`, `migrate`.
+//! `coordinator`: the service binary (SPEC §7): `dev`, `serve`, `migrate`, `worker`.
 //! Parses arguments, sets logging up, prints `dev`'s banner, waits for
 //! SIGTERM/SIGINT to drain, and maps failures to exit codes (`0` ok or
 //! drained, `1` refused, `2` usage, `3` a needed resource is unavailable, `4`
@@ -86,6 +86,16 @@ enum Command {
         #[arg(long)]
         recovery_only: bool,
     },
+    /// Make the product requests of remote connections (`dispatch: remote`) for a coordinator,
+    /// next to the product, with the credentials only worker.yaml holds.
+    Worker {
+        /// The worker's file (worker.yaml).
+        #[arg(long)]
+        config: PathBuf,
+        /// Check the file (decoding and every secret reference) and exit: 0 when it can run.
+        #[arg(long)]
+        check: bool,
+    },
     /// Bring the schema of runtime.yaml's database up to date (idempotent).
     Migrate {
         /// The deployment's runtime file.
@@ -111,6 +121,12 @@ fn main() -> anyhow::Result<ExitCode> {
                 Ok(with_config(&runtime, flag, |config| run_serve(config, mode)).await)
             }
             Command::Migrate { runtime } => Ok(with_config(&runtime, flag, run_migrate).await),
+            Command::Worker { config, check } => {
+                if let Err(code) = start_logging(flag, None) {
+                    return Ok(code);
+                }
+                Ok(run_worker(&config, check).await)
+            }
         }
     })
 }
@@ -308,6 +324,70 @@ async fn run_migrate(config: RuntimeConfig) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => refuse(&e),
+    }
+}
+
+/// `coordinator worker`: checks worker.yaml, then (unless `check`) runs
+/// until SIGTERM/SIGINT, finishing the tasks it acquired.
+async fn run_worker(file: &std::path::Path, check: bool) -> ExitCode {
+    use coordinator::remote_worker::config::{ConfigError, WorkerConfig};
+    let resolved = WorkerConfig::read(file).and_then(|config| {
+        for d in &config.warnings {
+            log_diagnostic(d);
+        }
+        config.resolve()
+    });
+    let worker = match resolved {
+        Ok(worker) => worker,
+        Err(e) => {
+            if let ConfigError::Refused { diagnostics, .. } = &e {
+                for d in diagnostics {
+                    log_diagnostic(d);
+                }
+            }
+            tracing::error!(error = %e, "the worker cannot start");
+            return ExitCode::from(1);
+        }
+    };
+    if check {
+        tracing::info!(file = %file.display(), worker = ?worker, "the worker file is usable");
+        return ExitCode::SUCCESS;
+    }
+    let mut signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            return ExitCode::from(3);
+        }
+    };
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut running = tokio::spawn(worker.run(stopping));
+    let first = tokio::select! {
+        ended = &mut running => return worker_exit(ended),
+        first = signals.next() => first,
+    };
+    tracing::info!(signal = first, "stopping: finishing the tasks acquired (a second signal stops at once)");
+    let _ = stop.send(true);
+    tokio::select! {
+        ended = &mut running => worker_exit(ended),
+        second = signals.next() => {
+            tracing::warn!(signal = second, "stopping at once: tasks in flight become uncertain once their leases run out");
+            ExitCode::from(STOPPED_UNDRAINED)
+        }
+    }
+}
+
+fn worker_exit(ended: Result<Result<(), coordinator::remote_worker::WorkerError>, tokio::task::JoinError>) -> ExitCode {
+    match ended {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the worker stopped");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the worker stopped");
+            ExitCode::from(3)
+        }
     }
 }
 

@@ -42,6 +42,9 @@ pub(crate) async fn perform(
     item: WorkItem,
     run: ClaimedRun,
 ) -> Result<(), EngineError> {
+    if let Some(lane) = remote_lane(engine, &item, &run).await? {
+        return to_lane(engine, reports, item, run, lane).await;
+    }
     match answer(engine, &item, &run).await? {
         Some((event, wf, reason)) => {
             let note = Note { trace_parent: run.trace_parent, reason, remark: None };
@@ -53,6 +56,48 @@ pub(crate) async fn perform(
         }
         None => release(engine, item).await,
     }
+}
+
+/// The lane of a claimed row that belongs to a remote connection (its lease
+/// ran out, or it was queued before the connection became remote).
+async fn remote_lane(engine: &Engine, item: &WorkItem, run: &ClaimedRun) -> Result<Option<String>, EngineError> {
+    if engine.remote.is_empty() {
+        return Ok(None);
+    }
+    let wf = engine.workflow(&run.revision).await?;
+    Ok(crate::remote::connection_of(&wf, &item.step).filter(|c| engine.remote.contains_key(*c)).map(str::to_owned))
+}
+
+/// A remote connection's row claimed here: a mutation or evaluation attempt
+/// claimed before is reported uncertain (a worker may have sent it; SPEC §3);
+/// anything else goes back to its lane for the workers, unsent.
+async fn to_lane(
+    engine: &Engine,
+    reports: &Reports,
+    item: WorkItem,
+    run: ClaimedRun,
+    lane: String,
+) -> Result<(), EngineError> {
+    let wf = engine.workflow(&run.revision).await?;
+    let effect = wf.operation_of(&item.step).map(|(_, pinned)| pinned.descriptor.effect);
+    if item.kind == WorkKind::Attempt && item.reclaimed && effect.is_some_and(|e| !resendable(e)) {
+        let attempt = u32::try_from(item.attempt).map_err(|_| missing(&item, "attempt number"))?;
+        tracing::warn!(
+            run_id = %item.run_id,
+            step = %item.step,
+            attempt,
+            connection = %lane,
+            "a remote worker's lease ran out without a report: not sending it again, its effect is unknown"
+        );
+        let event = Event::CallAnswered { step: item.step.clone(), attempt, answer: CallAnswer::Uncertain };
+        let reason =
+            Some("acquired by a remote worker whose lease ran out without a report; not sent again".to_owned());
+        let note = Note { trace_parent: run.trace_parent, reason, remark: None };
+        return reports.apply(Claim::Work(item), event, wf, note).await;
+    }
+    let relaned = engine.store.relane(&item, &engine.owner, Some(&lane)).await?;
+    tracing::debug!(run_id = %item.run_id, step = %item.step, connection = %lane, relaned, "back to its lane for remote workers");
+    Ok(())
 }
 
 /// Gives back the claim of a row the worker did not act on (draining), so the

@@ -1,11 +1,13 @@
-//! The tasks of a running service (`serve`, `dev`): the HTTP server and the
+//! The tasks of a running service (`serve`, `dev`): the HTTP server (and the
+//! gRPC server of remote workers, when there are remote connections) and the
 //! engine's background tasks — the worker, the audit journal's sealer and the
 //! janitor (the last two return at once in recovery-only mode, which writes
 //! nothing on its own) — and the order in which they stop.
 //!
 //! [`Running::drain`] is a routine stop (SIGTERM, SIGINT): draining begins
 //! (`crate::drain`), the worker finishes the product requests it sent and
-//! gives back the claims it had not acted on, then the HTTP server stops
+//! gives back the claims it had not acted on, then the HTTP server (then the
+//! gRPC server: remote workers' reports are taken until here) stops
 //! accepting and finishes the requests in progress, then the journal is sealed
 //! to its end. All of it is bounded by the grace period; what is still in
 //! flight when it runs out is left as a crash would leave it (a lease that
@@ -42,6 +44,7 @@ pub(crate) struct Running {
     worker: JoinHandle<()>,
     sealer: JoinHandle<()>,
     janitor: JoinHandle<()>,
+    grpc: Option<crate::remote::server::Grpc>,
 }
 
 impl Running {
@@ -52,6 +55,7 @@ impl Running {
         listener: tokio::net::TcpListener,
         router: axum::Router,
         engine: &Arc<Engine>,
+        grpc: Option<crate::remote::server::Grpc>,
     ) -> Running {
         let (stop_server, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
@@ -70,6 +74,7 @@ impl Running {
             worker: tokio::spawn(worker::run(Arc::clone(engine))),
             sealer: tokio::spawn(sealer::run(Arc::clone(engine))),
             janitor: tokio::spawn(janitor::run(Arc::clone(engine))),
+            grpc,
         }
     }
 
@@ -99,6 +104,9 @@ impl Running {
         }
         if timeout_at(deadline, &mut self.server).await.is_err() {
             return self.expired();
+        }
+        if let Some(grpc) = &mut self.grpc {
+            grpc.stop(deadline.saturating_duration_since(Instant::now())).await;
         }
         self.janitor.abort();
         self.sealer.abort();

@@ -45,6 +45,9 @@ pub enum ServeError {
         if .0.len() == 1 { "it" } else { "them" }
     )]
     PayloadKeysMissing(Vec<String>),
+    /// The gRPC server of remote workers cannot start.
+    #[error(transparent)]
+    Grpc(#[from] crate::remote::server::GrpcError),
     /// The listener cannot be bound.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {
@@ -62,6 +65,7 @@ impl ServeError {
             ServeError::Deployment(e) => e.is_unavailable(),
             ServeError::Telemetry(_) | ServeError::PayloadKeysMissing(_) => false,
             ServeError::Database(_) | ServeError::NotMigrated(_) | ServeError::Listen { .. } => true,
+            ServeError::Grpc(e) => matches!(e, crate::remote::server::GrpcError::Listen { .. }),
         }
     }
 }
@@ -89,6 +93,8 @@ pub struct Service {
     pub revision: String,
     /// How long a drain may take (`shutdownGraceSeconds`, by default the claim lease).
     pub grace: Duration,
+    /// Where remote workers connect (`grpc.listen`), when there is a gRPC server.
+    pub grpc_addr: Option<SocketAddr>,
     running: Running,
 }
 
@@ -183,7 +189,14 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         .map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| ServeError::Listen { addr: deployment.listen, reason: e.to_string() })?;
+    // Bound before anything else starts, so a port in use is refused at start.
+    let grpc_listener = match &deployment.grpc {
+        Some(grpc) => Some(crate::remote::server::Grpc::bind(grpc.listen).await?),
+        None => None,
+    };
+    let remote: crate::remote::RemoteConnections = deployment.remote.clone().into_iter().collect();
     let engine = Engine::new(store, deployment.keyring, deployment.connections.clone(), deployment.settings)
+        .with_remote(remote)
         .with_event_secrets(deployment.event_secrets.clone())
         .with_retention(deployment.config.runtime.retention.map(|r| r.ended_runs_days));
     let traces = match &deployment.config.runtime.telemetry {
@@ -225,7 +238,30 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     if mode == Mode::Normal {
         // Today's and the next days' partitions exist before the first admission.
         crate::janitor::prepare_partitions(&engine).await;
+        // Rows queued for a connection that is no longer remote are served here again.
+        let remote: Vec<String> = deployment.remote.keys().cloned().collect();
+        engine.store.clear_lanes(&remote).await.map_err(|e| ServeError::Database(format!("outbox lanes: {e}")))?;
     }
-    let running = Running::start("serve", listener, router, &engine);
-    Ok(Service { addr, engine, workflow: package.workflow.clone(), revision: package.revision.clone(), grace, running })
+    let grpc = match grpc_listener {
+        Some(listener) => {
+            let tls =
+                deployment.grpc.as_ref().and_then(|g| g.tls.as_ref()).map(|tls| crate::remote::server::TlsIdentity {
+                    certificate: tls.certificate.expose().as_bytes().to_vec(),
+                    private_key: tls.private_key.expose().as_bytes().to_vec(),
+                });
+            Some(crate::remote::server::Grpc::start(listener, tls.as_ref(), &engine, Arc::clone(&deployment.access))?)
+        }
+        None => None,
+    };
+    let grpc_addr = grpc.as_ref().map(crate::remote::server::Grpc::addr);
+    let running = Running::start("serve", listener, router, &engine, grpc);
+    Ok(Service {
+        addr,
+        engine,
+        workflow: package.workflow.clone(),
+        revision: package.revision.clone(),
+        grace,
+        grpc_addr,
+        running,
+    })
 }

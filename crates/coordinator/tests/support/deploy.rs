@@ -108,6 +108,10 @@ pub struct DeploymentSpec {
     pub files: Vec<(String, String)>,
     /// `payloadKeys:` as flow YAML (default: `k1`, the file `payload-key`).
     pub payload_keys: String,
+    /// Connections served by remote workers (`dispatch: remote`): name → `workers` (default: none).
+    pub remote: Vec<(String, Vec<String>)>,
+    /// `grpc.listen` (default: none).
+    pub grpc: Option<String>,
 }
 
 impl DeploymentSpec {
@@ -125,6 +129,8 @@ impl DeploymentSpec {
                 .to_owned(),
             files: vec![("operator-token".to_owned(), format!("{}\n", crate::support::TOKEN))],
             payload_keys: "{active: k1, keys: {k1: file:payload-key}}".to_owned(),
+            remote: Vec::new(),
+            grpc: None,
         }
     }
 
@@ -144,6 +150,13 @@ impl DeploymentSpec {
             std::fs::write(dir.join(name), content).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
         let connection = |product: &str| {
+            if let Some((_, workers)) = self.remote.iter().find(|(name, _)| name == product) {
+                return format!(
+                    "  {product}:\n    product: {p}\n    dispatch: remote\n    workers: [{w}]\n",
+                    p = if product == "registry" { "breg" } else { product },
+                    w = workers.join(", "),
+                );
+            }
             format!(
                 "  {product}:\n    product: {p}\n    baseUrl: {sims}/sim/{p}\n    authorization:\n      type: client-secret\n      tokenEndpoint: {sims}/sim/token\n      clientId: {client}\n      clientSecret: file:client-secret\n    timeouts: {{connectSeconds: {cs}, requestSeconds: {rs}}}\n",
                 p = if product == "registry" { "breg" } else { product },
@@ -163,6 +176,10 @@ impl DeploymentSpec {
             access = self.access,
             extra = self.extra,
         );
+        let yaml = match &self.grpc {
+            Some(listen) => format!("{yaml}grpc: {{listen: \"{listen}\"}}\n"),
+            None => yaml,
+        };
         let path = dir.join("runtime.yaml");
         std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
         path

@@ -1,0 +1,250 @@
+//! Remote workers as they are deployed: `coordinator serve` and `coordinator
+//! worker` as child processes on one PostgreSQL, the simulators as the
+//! products, each remote product reachable only with the worker's own client
+//! at the token endpoint.
+//!
+//! - A worker carries the flagship to `notice-sent`, and the coordinator
+//!   holds no credential of the connections it serves.
+//! - A worker SIGKILLed after `AcquireTaskLease`, while the product holds
+//!   its answer back: the lease runs out, the run goes to `attention` with the
+//!   effect unknown, and the product saw one request.
+//! - A worker that took an offer and died before acquiring it (a client that
+//!   polls and never acquires: the moment between the two calls cannot be
+//!   hit with a signal): another worker takes the task once the assignment
+//!   window lapses, and the run finishes without `attention`.
+
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/deploy.rs"]
+mod deploy;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/drill.rs"]
+mod drill;
+#[path = "support/pg.rs"]
+mod pg;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/process.rs"]
+mod process;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+mod support;
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/workers.rs"]
+mod workers;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use coordinator_proto::v1::PollTasksRequest;
+use coordinator_sim::casework::CaseworkConfig;
+use coordinator_sim::token::Client;
+use coordinator_sim::{DEFAULT_CLIENT, SimConfig};
+use deploy::{DeploymentSpec, SimServer, eager_reviewed_notice, free_ports, sim_server};
+use drill::wait_for;
+use serde_json::{Value, json};
+use support::{get, on_runtime, post, sample_input};
+use workers::{WORKER_CLIENT, WORKER_TOKEN, WorkerProcess, access_with_worker, raw_client, write_worker};
+
+/// A coordinator serving `remote` through workers, its HTTP and gRPC addresses.
+struct Deployed {
+    serve: process::Serve,
+    url: String,
+    grpc: String,
+    runtime: PathBuf,
+    revision: String,
+}
+
+/// Simulators where only the worker's client gets tokens for `remote` products.
+async fn sims(http_port: u16, remote: &[&str]) -> SimServer {
+    let products = |names: &[&str]| Some(names.iter().map(|p| (*p).to_owned()).collect::<BTreeSet<String>>());
+    let local: Vec<&str> = ["breg", "casework", "messaging"].into_iter().filter(|p| !remote.contains(p)).collect();
+    let mut coordinator = Client::new(DEFAULT_CLIENT.0, DEFAULT_CLIENT.1);
+    coordinator.products = products(&local);
+    let mut worker = Client::new(WORKER_CLIENT.0, WORKER_CLIENT.1);
+    worker.products = products(remote);
+    sim_server(SimConfig {
+        clients: vec![coordinator, worker],
+        casework: CaseworkConfig {
+            auto_decide_after: Some(Duration::from_millis(100)),
+            notify_url: Some(format!("http://127.0.0.1:{http_port}/v1/completions/casework")),
+            ..CaseworkConfig::default()
+        },
+        ..SimConfig::default()
+    })
+    .await
+}
+
+/// Writes the deployment (the eager flagship, `remote` connections) and starts `serve` on it.
+async fn deploy(dir: &Path, db_url: &str, sims: &SimServer, ports: [u16; 2], remote: &[&str]) -> Deployed {
+    let place = dir.join("coordinator");
+    std::fs::create_dir_all(&place).unwrap_or_else(|e| panic!("{e}"));
+    let mut spec = DeploymentSpec::new(db_url, &sims.base);
+    spec.listen = format!("127.0.0.1:{}", ports[0]);
+    spec.grpc = Some(format!("127.0.0.1:{}", ports[1]));
+    spec.project = eager_reviewed_notice(dir);
+    spec.remote = remote.iter().map(|c| ((*c).to_owned(), vec!["worker-1".to_owned()])).collect();
+    (spec.access, spec.files) = access_with_worker();
+    let runtime = spec.write(&place);
+    process::migrate(&runtime);
+    let serve = process::Serve::spawn(&runtime, &dir.join("serve.log"));
+    let url = format!("http://127.0.0.1:{}", ports[0]);
+    let client = support::authorized_client(Duration::from_secs(30));
+    assert!(process::ready(&client, &url).await, "serve did not start:\n{}", process::read(&serve.log));
+    let (bytes, _) = deploy::package_of(&spec.project);
+    let revision = coordinator_core::package::read(&bytes, None).unwrap_or_else(|e| panic!("{e}")).manifest.revision;
+    Deployed { serve, url, grpc: format!("http://127.0.0.1:{}", ports[1]), runtime, revision }
+}
+
+/// A database, a directory, the simulators and the coordinator serving `remote` through workers.
+struct Setup {
+    _db: pg::PgDatabase,
+    dir: tempfile::TempDir,
+    sims: SimServer,
+    deployed: Deployed,
+}
+
+async fn setup(remote: &[&str]) -> Setup {
+    let db = pg::database().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ports = free_ports::<2>();
+    let sims = sims(ports[0], remote).await;
+    let deployed = deploy(dir.path(), &db.url, &sims, ports, remote).await;
+    Setup { _db: db, dir, sims, deployed }
+}
+
+impl Setup {
+    /// A worker process serving `connections` with the worker's token.
+    fn worker(&self, connections: &[&str], log: &str) -> WorkerProcess {
+        let config = write_worker(
+            &self.dir.path().join("worker"),
+            &self.deployed.grpc,
+            &self.sims.base,
+            connections,
+            WORKER_TOKEN,
+        );
+        WorkerProcess::spawn(&config, &self.dir.path().join(log))
+    }
+}
+
+async fn admit(deployed: &Deployed, key: &str) -> String {
+    let body = json!({"workflow": "reviewed-notice", "revision": deployed.revision, "idempotencyKey": key, "input": sample_input()});
+    let (status, admitted) = post(&format!("{}/v1/runs", deployed.url), &body).await;
+    assert_eq!(status, 201, "{admitted}");
+    admitted["runId"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The journal entries of a run.
+async fn journal(url: &str, run: &str) -> Vec<Value> {
+    let (status, page) = get(&format!("{url}/v1/audit?run={run}&limit=500")).await;
+    assert_eq!(status, 200, "{page}");
+    page["entries"].as_array().cloned().unwrap_or_default()
+}
+
+/// The messaging simulator's (requests, effects) for notice keys.
+fn notices(sims: &SimServer) -> Vec<(u64, u64)> {
+    let effects = sims.sims.messaging.effects();
+    effects.iter().filter(|e| e.idempotency_key.is_some()).map(|e| (e.requests, e.effects)).collect()
+}
+
+#[test]
+fn a_remote_worker_carries_the_flagship_to_notice_sent_and_the_coordinator_holds_no_credential_of_it() {
+    on_runtime(async {
+        let remote = ["casework", "messaging"];
+        let setup = setup(&remote).await;
+        let (sims, deployed) = (&setup.sims, &setup.deployed);
+        let worker = setup.worker(&remote, "worker.log");
+
+        let run = admit(deployed, "remote-1").await;
+        let done = wait_for(&deployed.url, &run, "notice-sent", |v| v["state"] == "finished").await;
+        let logs =
+            || format!("serve:\n{}\nworker:\n{}", process::read(&deployed.serve.log), process::read(&worker.log));
+        assert_eq!(done["outcome"], "notice-sent", "{done}\n{}", logs());
+
+        // Every effect of the remote products was made by the worker's client: the coordinator's may not use them.
+        assert_eq!(notices(sims), vec![(1, 1)], "one notice, sent once");
+        let reviews: Vec<_> =
+            sims.sims.casework.effects().into_iter().filter(|e| e.idempotency_key.is_some()).collect();
+        assert!(reviews.iter().all(|e| e.requests == 1 && e.effects == 1), "{reviews:?}");
+        let runtime = std::fs::read_to_string(&deployed.runtime).unwrap_or_default();
+        assert!(!runtime.contains(WORKER_CLIENT.0) && !runtime.contains("/sim/messaging"), "{runtime}");
+        assert!(!runtime.contains("/sim/casework"), "no remote product's address in runtime.yaml");
+
+        // Each applied answer is journaled as the worker's report.
+        let reports: Vec<Value> =
+            journal(&deployed.url, &run).await.into_iter().filter(|e| e["kind"] == "report").collect();
+        assert!(reports.iter().any(|e| e["step"] == "send-notice" && e["actor"] == "worker-1"), "{reports:?}");
+        assert!(reports.iter().all(|e| !e["detail"].as_str().unwrap_or_default().starts_with("not applied")));
+    });
+}
+
+#[test]
+fn a_worker_killed_after_acquiring_leaves_the_effect_unknown_and_nothing_is_sent_again() {
+    on_runtime(async {
+        let setup = setup(&["messaging"]).await;
+        let (sims, deployed) = (&setup.sims, &setup.deployed);
+        // The product acts at once and holds its answer back: the worker is killed while it waits.
+        let fault = json!({"operation": "submit-message/v1", "fault": "timeout", "delaySeconds": 120});
+        let (status, body) = post(&format!("{}/sim/messaging/v1/faults", sims.base), &fault).await;
+        assert_eq!(status, 200, "{body}");
+        let mut worker = setup.worker(&["messaging"], "worker.log");
+
+        let run = admit(deployed, "killed-1").await;
+        let mut seen = false;
+        for _ in 0..1200 {
+            if notices(sims).first().is_some_and(|n| n.0 == 1) {
+                seen = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(seen, "the notice never reached the product:\n{}", process::read(&worker.log));
+        worker.kill();
+
+        // The lease (2 × (2 s + 5 s) + 10 s) runs out; the attempt is not sent again.
+        let view = wait_for(&deployed.url, &run, "attention", |v| v["state"] == "attention").await;
+        let step = view["steps"].as_array().and_then(|s| s.iter().find(|s| s["step"] == "send-notice")).cloned();
+        assert_eq!(step.as_ref().map(|s| s["call"]["effect"].clone()), Some(json!("unknown")), "{view}");
+        // A new worker does not resend it either.
+        let _second = setup.worker(&["messaging"], "worker-2.log");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(notices(sims), vec![(1, 1)], "the product saw one request");
+    });
+}
+
+#[test]
+fn an_offer_never_acquired_goes_back_and_another_worker_finishes_the_run() {
+    on_runtime(async {
+        let setup = setup(&["messaging"]).await;
+        let (sims, deployed) = (&setup.sims, &setup.deployed);
+        let run = admit(deployed, "lapsed-1").await;
+
+        // A worker polls, is offered the notice, and is gone before acquiring it.
+        let mut first = raw_client(&deployed.grpc, Some(WORKER_TOKEN)).await;
+        let poll = PollTasksRequest {
+            owner: "vanished".into(),
+            connections: vec!["messaging".into()],
+            max_tasks: 1,
+            wait_ms: 30_000,
+        };
+        let mut offered = Vec::new();
+        for _ in 0..20 {
+            offered = first.poll_tasks(poll.clone()).await.unwrap_or_else(|e| panic!("poll: {e}")).into_inner().tasks;
+            if !offered.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(offered.len(), 1, "the notice was offered");
+        assert_eq!(offered[0].step, "send-notice");
+        drop(first);
+
+        let worker = setup.worker(&["messaging"], "worker.log");
+        let done = wait_for(&deployed.url, &run, "notice-sent", |v| v["state"] != "running").await;
+        assert_eq!(done["state"], "finished", "{done}\n{}", process::read(&worker.log));
+        assert_eq!(done["outcome"], "notice-sent");
+        assert_eq!(notices(sims), vec![(1, 1)], "sent once, by the second worker");
+        let attention = journal(&deployed.url, &run)
+            .await
+            .into_iter()
+            .any(|e| e["kind"] == "report" && e["actor"] == "coordinator");
+        assert!(!attention, "nothing was settled as unknown");
+    });
+}

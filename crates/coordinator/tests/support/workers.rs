@@ -1,0 +1,114 @@
+//! Test support for remote workers: a worker.yaml next to the product (its
+//! own client at the token endpoint), `coordinator worker` as a child process,
+//! and a raw gRPC client of the coordinator's `TaskService` for the cases a
+//! well-behaved worker never produces (a lapsed offer, a late report).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use coordinator_proto::v1::task_service_client::TaskServiceClient;
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+
+/// The token of subject `worker-1` (role `worker`).
+pub const WORKER_TOKEN: &str = "worker-token-1";
+/// The product client the workers use at the token endpoint (their own identity).
+pub const WORKER_CLIENT: (&str, &str) = ("remote-worker", "remote-worker-secret");
+
+/// `access:` with the operator and `worker-1` holding the `worker` role.
+pub fn access_with_worker() -> (String, Vec<(String, String)>) {
+    let access = "{tokens: [{subject: operator, token: file:operator-token, roles: [admit, read, operate]}, \
+                  {subject: worker-1, token: file:worker-token, roles: [worker]}]}"
+        .to_owned();
+    let files = vec![
+        ("operator-token".to_owned(), format!("{}\n", crate::support::TOKEN)),
+        ("worker-token".to_owned(), format!("{WORKER_TOKEN}\n")),
+    ];
+    (access, files)
+}
+
+/// Writes a worker.yaml into `dir` serving `connections` (product names as the
+/// flagship's connections name them) of the simulators at `sims`, for the
+/// coordinator at `address`; returns its path.
+pub fn write_worker(dir: &Path, address: &str, sims: &str, connections: &[&str], token: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("token"), format!("{token}\n")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("client-secret"), WORKER_CLIENT.1).unwrap_or_else(|e| panic!("{e}"));
+    let mut yaml = format!(
+        "apiVersion: coordinator/v1\nkind: Worker\ncoordinator: {{address: \"{address}\", token: file:token}}\nconcurrency: 8\nconnections:\n"
+    );
+    for name in connections {
+        let product = if *name == "registry" { "breg" } else { name };
+        yaml.push_str(&format!(
+            "  {name}:\n    product: {product}\n    baseUrl: {sims}/sim/{product}\n    authorization:\n      type: client-secret\n      tokenEndpoint: {sims}/sim/token\n      clientId: {id}\n      clientSecret: file:client-secret\n    timeouts: {{connectSeconds: 2, requestSeconds: 5}}\n",
+            id = WORKER_CLIENT.0,
+        ));
+    }
+    let path = dir.join("worker.yaml");
+    std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+/// A `coordinator worker` child, killed when dropped.
+pub struct WorkerProcess {
+    child: Child,
+    /// Its log.
+    pub log: PathBuf,
+}
+
+impl WorkerProcess {
+    /// `coordinator worker --log-format json --config CONFIG`, output to `log`.
+    pub fn spawn(config: &Path, log: &Path) -> WorkerProcess {
+        let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("log: {e}"));
+        let err = out.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+        let child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .args(["worker", "--log-format", "json", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info,coordinator=debug")
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn coordinator worker: {e}"));
+        WorkerProcess { child, log: log.to_path_buf() }
+    }
+
+    /// SIGKILL, and waits for the process to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Adds the bearer token to every call of a raw client.
+pub type AddToken = Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
+
+/// A raw client of the task service sending `token`.
+pub type Raw = TaskServiceClient<tonic::service::interceptor::InterceptedService<Channel, AddToken>>;
+
+/// A raw client of the task service at `address` sending `token` (none: no header).
+pub async fn raw_client(address: &str, token: Option<&str>) -> Raw {
+    let channel = Channel::from_shared(address.to_owned())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect to {address}: {e}"));
+    let header = token.map(|t| MetadataValue::try_from(format!("Bearer {t}")).unwrap_or_else(|e| panic!("{e}")));
+    let add: AddToken = Box::new(move |mut request: tonic::Request<()>| {
+        if let Some(header) = &header {
+            request.metadata_mut().insert("authorization", header.clone());
+        }
+        Ok(request)
+    });
+    TaskServiceClient::with_interceptor(channel, add)
+}
