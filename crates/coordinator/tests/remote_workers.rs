@@ -42,7 +42,7 @@ use deploy::{DeploymentSpec, SimServer, eager_reviewed_notice, free_ports, sim_s
 use drill::wait_for;
 use serde_json::{Value, json};
 use support::{get, on_runtime, post, sample_input};
-use workers::{WORKER_CLIENT, WORKER_TOKEN, WorkerProcess, access_with_worker, raw_client, write_worker};
+use workers::{WORKER_CLIENT, WORKER_TOKEN, WorkerProcess, access_with_worker, raw_client};
 
 /// A coordinator serving `remote` through workers, its HTTP and gRPC addresses.
 struct Deployed {
@@ -73,8 +73,16 @@ async fn sims(http_port: u16, remote: &[&str]) -> SimServer {
     .await
 }
 
-/// Writes the deployment (the eager flagship, `remote` connections) and starts `serve` on it.
-async fn deploy(dir: &Path, db_url: &str, sims: &SimServer, ports: [u16; 2], remote: &[&str]) -> Deployed {
+/// Writes the deployment (the eager flagship, `remote` connections; TLS on
+/// gRPC with the certificates in `tls` when given) and starts `serve` on it.
+async fn deploy(
+    dir: &Path,
+    db_url: &str,
+    sims: &SimServer,
+    ports: [u16; 2],
+    remote: &[&str],
+    tls: Option<&Path>,
+) -> Deployed {
     let place = dir.join("coordinator");
     std::fs::create_dir_all(&place).unwrap_or_else(|e| panic!("{e}"));
     let mut spec = DeploymentSpec::new(db_url, &sims.base);
@@ -83,6 +91,10 @@ async fn deploy(dir: &Path, db_url: &str, sims: &SimServer, ports: [u16; 2], rem
     spec.project = eager_reviewed_notice(dir);
     spec.remote = remote.iter().map(|c| ((*c).to_owned(), vec!["worker-1".to_owned()])).collect();
     (spec.access, spec.files) = access_with_worker();
+    spec.grpc_tls = tls.map(|certs| {
+        let file = |name: &str| format!("\"file:{}\"", certs.join(name).display());
+        (file("server.pem"), file("server.key"))
+    });
     let runtime = spec.write(&place);
     process::migrate(&runtime);
     let serve = process::Serve::spawn(&runtime, &dir.join("serve.log"));
@@ -91,7 +103,8 @@ async fn deploy(dir: &Path, db_url: &str, sims: &SimServer, ports: [u16; 2], rem
     assert!(process::ready(&client, &url).await, "serve did not start:\n{}", process::read(&serve.log));
     let (bytes, _) = deploy::package_of(&spec.project);
     let revision = coordinator_core::package::read(&bytes, None).unwrap_or_else(|e| panic!("{e}")).manifest.revision;
-    Deployed { serve, url, grpc: format!("http://127.0.0.1:{}", ports[1]), runtime, revision }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    Deployed { serve, url, grpc: format!("{scheme}://127.0.0.1:{}", ports[1]), runtime, revision }
 }
 
 /// A database, a directory, the simulators and the coordinator serving `remote` through workers.
@@ -100,27 +113,34 @@ struct Setup {
     dir: tempfile::TempDir,
     sims: SimServer,
     deployed: Deployed,
+    tls: bool,
 }
 
 async fn setup(remote: &[&str]) -> Setup {
+    setup_with(remote, false).await
+}
+
+/// [`setup`], with TLS on gRPC (a private CA) when `tls`.
+async fn setup_with(remote: &[&str], tls: bool) -> Setup {
     let db = pg::database().await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let certs = dir.path().join("certs");
+    if tls {
+        workers::make_certificates(&certs);
+    }
     let ports = free_ports::<2>();
     let sims = sims(ports[0], remote).await;
-    let deployed = deploy(dir.path(), &db.url, &sims, ports, remote).await;
-    Setup { _db: db, dir, sims, deployed }
+    let deployed = deploy(dir.path(), &db.url, &sims, ports, remote, tls.then_some(certs.as_path())).await;
+    Setup { _db: db, dir, sims, deployed, tls }
 }
 
 impl Setup {
     /// A worker process serving `connections` with the worker's token.
     fn worker(&self, connections: &[&str], log: &str) -> WorkerProcess {
-        let config = write_worker(
-            &self.dir.path().join("worker"),
-            &self.deployed.grpc,
-            &self.sims.base,
-            connections,
-            WORKER_TOKEN,
-        );
+        let ca = self.dir.path().join("certs/ca.pem");
+        let ca = self.tls.then_some(ca.as_path());
+        let (at, grpc, sims) = (self.dir.path().join("worker"), &self.deployed.grpc, &self.sims.base);
+        let config = workers::write_worker_with(&at, grpc, ca, sims, connections, WORKER_TOKEN);
         WorkerProcess::spawn(&config, &self.dir.path().join(log))
     }
 }
@@ -246,5 +266,31 @@ fn an_offer_never_acquired_goes_back_and_another_worker_finishes_the_run() {
             .into_iter()
             .any(|e| e["kind"] == "report" && e["actor"] == "coordinator");
         assert!(!attention, "nothing was settled as unknown");
+    });
+}
+
+#[test]
+fn a_worker_reaches_the_coordinator_over_tls_with_a_private_ca() {
+    on_runtime(async {
+        let setup = setup_with(&["messaging"], true).await;
+        let (sims, deployed) = (&setup.sims, &setup.deployed);
+        assert!(deployed.grpc.starts_with("https://"));
+        let worker = setup.worker(&["messaging"], "worker.log");
+        let run = admit(deployed, "tls-1").await;
+        let done = wait_for(&deployed.url, &run, "notice-sent", |v| v["state"] != "running").await;
+        assert_eq!(done["outcome"], "notice-sent", "{done}\n{}", process::read(&worker.log));
+        assert_eq!(notices(sims), vec![(1, 1)]);
+        // Plain HTTP/2 is not served on the TLS listener.
+        let plain = deployed.grpc.replacen("https://", "http://", 1);
+        let endpoint = tonic::transport::Endpoint::from_shared(plain).unwrap_or_else(|e| panic!("{e}"));
+        let refused = match endpoint.connect().await {
+            Err(_) => true,
+            Ok(channel) => {
+                let mut client = coordinator_proto::v1::task_service_client::TaskServiceClient::new(channel);
+                let poll = PollTasksRequest { owner: "p".into(), connections: Vec::new(), max_tasks: 1, wait_ms: 0 };
+                client.poll_tasks(poll).await.is_err()
+            }
+        };
+        assert!(refused, "a plaintext call was answered on the TLS listener");
     });
 }

@@ -112,6 +112,8 @@ pub struct DeploymentSpec {
     pub remote: Vec<(String, Vec<String>)>,
     /// `grpc.listen` (default: none).
     pub grpc: Option<String>,
+    /// `grpc.tls` as (certificate, privateKey) references (default: none, plain HTTP/2).
+    pub grpc_tls: Option<(String, String)>,
 }
 
 impl DeploymentSpec {
@@ -131,6 +133,7 @@ impl DeploymentSpec {
             payload_keys: "{active: k1, keys: {k1: file:payload-key}}".to_owned(),
             remote: Vec::new(),
             grpc: None,
+            grpc_tls: None,
         }
     }
 
@@ -176,9 +179,12 @@ impl DeploymentSpec {
             access = self.access,
             extra = self.extra,
         );
-        let yaml = match &self.grpc {
-            Some(listen) => format!("{yaml}grpc: {{listen: \"{listen}\"}}\n"),
-            None => yaml,
+        let yaml = match (&self.grpc, &self.grpc_tls) {
+            (Some(listen), None) => format!("{yaml}grpc: {{listen: \"{listen}\"}}\n"),
+            (Some(listen), Some((cert, key))) => {
+                format!("{yaml}grpc: {{listen: \"{listen}\", tls: {{certificate: {cert}, privateKey: {key}}}}}\n")
+            }
+            (None, _) => yaml,
         };
         let path = dir.join("runtime.yaml");
         std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));

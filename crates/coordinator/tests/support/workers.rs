@@ -31,11 +31,24 @@ pub fn access_with_worker() -> (String, Vec<(String, String)>) {
 /// flagship's connections name them) of the simulators at `sims`, for the
 /// coordinator at `address`; returns its path.
 pub fn write_worker(dir: &Path, address: &str, sims: &str, connections: &[&str], token: &str) -> PathBuf {
+    write_worker_with(dir, address, None, sims, connections, token)
+}
+
+/// [`write_worker`] trusting the CA certificate at `ca` (a path) for an `https://` address.
+pub fn write_worker_with(
+    dir: &Path,
+    address: &str,
+    ca: Option<&Path>,
+    sims: &str,
+    connections: &[&str],
+    token: &str,
+) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(dir.join("token"), format!("{token}\n")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(dir.join("client-secret"), WORKER_CLIENT.1).unwrap_or_else(|e| panic!("{e}"));
     let mut yaml = format!(
-        "apiVersion: coordinator/v1\nkind: Worker\ncoordinator: {{address: \"{address}\", token: file:token}}\nconcurrency: 8\nconnections:\n"
+        "apiVersion: coordinator/v1\nkind: Worker\ncoordinator: {{address: \"{address}\", token: file:token{ca}}}\nconcurrency: 8\nconnections:\n",
+        ca = ca.map(|p| format!(", caCertificate: \"file:{}\"", p.display())).unwrap_or_default(),
     );
     for name in connections {
         let product = if *name == "registry" { "breg" } else { name };
@@ -47,6 +60,45 @@ pub fn write_worker(dir: &Path, address: &str, sims: &str, connections: &[&str],
     let path = dir.join("worker.yaml");
     std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("{e}"));
     path
+}
+
+/// A private CA and a certificate for 127.0.0.1 signed by it, made with
+/// `openssl` in `dir`: `ca.pem`, `server.pem`, `server.key`.
+pub fn make_certificates(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let steps: Vec<Vec<&str>> = vec![
+        [&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=test-ca", "-days", "2"]]
+            .concat(),
+        [&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]].concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ],
+    ];
+    for args in steps {
+        let made =
+            Command::new("openssl").args(&args).current_dir(dir).output().unwrap_or_else(|e| panic!("openssl: {e}"));
+        assert!(made.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&made.stderr));
+    }
 }
 
 /// A `coordinator worker` child, killed when dropped.
