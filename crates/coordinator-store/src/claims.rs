@@ -416,8 +416,10 @@ pub(crate) fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRu
         reclaimed: claims > 1,
         claims,
     };
-    let run = ClaimedRun { revision: row.get(at + 6)?, snapshot: row.get(at + 7)?, trace_parent: row.get(at + 8)? };
-    Ok((row.get(at + 4)?, item, run))
+    let due_at: i64 = row.get(at + 4)?;
+    let run =
+        ClaimedRun { revision: row.get(at + 6)?, snapshot: row.get(at + 7)?, trace_parent: row.get(at + 8)?, due_at };
+    Ok((due_at, item, run))
 }
 
 /// A claimed timer from the columns at `[run, timer, due_at, revision, trace_parent]`.

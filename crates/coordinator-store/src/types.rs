@@ -339,6 +339,9 @@ pub struct ClaimedRun {
     pub snapshot: Vec<u8>,
     /// The `traceparent` the run was admitted with, if any.
     pub trace_parent: Option<String>,
+    /// When the claimed row became due (its `not_before`, ms): the claim's
+    /// delay after it is the dispatch delay.
+    pub due_at: i64,
 }
 
 /// How many rows of each kind one `Store::claim_due` takes at most.

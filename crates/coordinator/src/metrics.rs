@@ -49,6 +49,10 @@ pub const CLAIM_ROUND_SECONDS: &str = "coordinator_claim_round_seconds";
 /// Seconds a product request took, by `request` (`attempt`, `receipt`, `observation`),
 /// `connection`, `operation` and the classified `answer`.
 pub const PRODUCT_REQUEST_SECONDS: &str = "coordinator_product_request_seconds";
+/// Seconds from when work became due (its `not_before`) to its claim, by
+/// `path` (`in-process`: claimed by this process's worker; `remote`: offered
+/// to a remote worker, which acquires it in the next round trip).
+pub const DISPATCH_DELAY_SECONDS: &str = "coordinator_dispatch_delay_seconds";
 /// Gauge: 1 while the process drains (stopping: admitting and claiming nothing), else 0.
 pub const DRAINING: &str = "coordinator_draining";
 /// Lookups of a compiled workflow by revision, by `result` (`hit`, `load`: read, opened and compiled).
@@ -142,6 +146,7 @@ impl Metrics {
         let builder = builder
             .set_buckets_for_metric(Matcher::Full(DECISION_SECONDS.to_owned()), &DECISION_BUCKETS)
             .and_then(|b| b.set_buckets_for_metric(Matcher::Full(CLAIM_ROUND_SECONDS.to_owned()), &DECISION_BUCKETS))
+            .and_then(|b| b.set_buckets_for_metric(Matcher::Full(DISPATCH_DELAY_SECONDS.to_owned()), &DECISION_BUCKETS))
             .and_then(|b| b.set_buckets_for_metric(Matcher::Full(PRODUCT_REQUEST_SECONDS.to_owned()), &REQUEST_BUCKETS))
             .unwrap_or_else(|_| PrometheusBuilder::new());
         let recorder = builder.build_recorder();
@@ -177,6 +182,11 @@ impl Metrics {
                  nothing is claimed until an operator releases the restore hold), else 0."
             );
             describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Decision and commit latency, by event kind.");
+            describe_histogram!(
+                DISPATCH_DELAY_SECONDS,
+                Unit::Seconds,
+                "From due to claimed, by path (in-process; remote: offered to a worker)."
+            );
         });
         metrics
     }
@@ -227,6 +237,12 @@ impl Metrics {
     /// Records one claim round's duration.
     pub fn claim_round(&self, elapsed: Duration) {
         self.with(|| histogram!(CLAIM_ROUND_SECONDS).record(elapsed.as_secs_f64()));
+    }
+
+    /// Records how long claimed work waited after it became due (`due_at`, ms) until `now`.
+    pub fn dispatch_delay(&self, path: &'static str, due_at: i64, now: i64) {
+        let seconds = (now.saturating_sub(due_at)).max(0) as f64 / 1000.0;
+        self.with(|| histogram!(DISPATCH_DELAY_SECONDS, "path" => path).record(seconds));
     }
 
     /// Records one product request: its kind, connection, operation (names

@@ -187,7 +187,9 @@ async fn claim_round(
         });
     }
     while firing.join_next().await.is_some() {}
+    let now = engine.now();
     for (item, run) in work {
+        engine.metrics().dispatch_delay("in-process", run.due_at, now);
         let (engine, reports) = (Arc::clone(engine), reports.clone());
         tasks.spawn(async move {
             let kind = item.kind.as_str();

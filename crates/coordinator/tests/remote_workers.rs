@@ -193,6 +193,15 @@ fn a_remote_worker_carries_the_flagship_to_notice_sent_and_the_coordinator_holds
             journal(&deployed.url, &run).await.into_iter().filter(|e| e["kind"] == "report").collect();
         assert!(reports.iter().any(|e| e["step"] == "send-notice" && e["actor"] == "worker-1"), "{reports:?}");
         assert!(reports.iter().all(|e| !e["detail"].as_str().unwrap_or_default().starts_with("not applied")));
+
+        // The dispatch delay is measured on both paths.
+        let client = support::authorized_client(Duration::from_secs(30));
+        let metrics = client.get(format!("{}/metrics", deployed.url)).send().await.unwrap_or_else(|e| panic!("{e}"));
+        let metrics = metrics.text().await.unwrap_or_default();
+        for path in ["in-process", "remote"] {
+            let line = format!("coordinator_dispatch_delay_seconds_count{{path=\"{path}\"}}");
+            assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+        }
     });
 }
 

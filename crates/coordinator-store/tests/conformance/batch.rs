@@ -115,7 +115,10 @@ pub async fn claims_carry_the_run_as_they_read_it(store: &Store) {
     assert_eq!(claimed.len(), 1, "{claimed:?}");
     let (item, run) = &claimed[0];
     assert_eq!(item.run_id, id);
-    assert_eq!(run, &ClaimedRun { revision: wf.revision.clone(), snapshot: row.snapshot, trace_parent: None });
+    assert_eq!(
+        run,
+        &ClaimedRun { revision: wf.revision.clone(), snapshot: row.snapshot, trace_parent: None, due_at: run.due_at }
+    );
 }
 
 /// How one report of a batch is decided.

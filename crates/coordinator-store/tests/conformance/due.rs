@@ -43,7 +43,10 @@ pub(crate) async fn a_claim_round_takes_both_kinds_and_says_what_is_due_next(sto
     assert_eq!(first.next, Some(T0 + 3), "the attempt left over is due already");
     for (item, run) in &first.work {
         let row = ok(store.load(&item.run_id).await, "load").unwrap_or_else(|| panic!("run {}", item.run_id));
-        assert_eq!(run, &ClaimedRun { revision: row.revision, snapshot: row.snapshot, trace_parent: None });
+        assert_eq!(
+            run,
+            &ClaimedRun { revision: row.revision, snapshot: row.snapshot, trace_parent: None, due_at: run.due_at }
+        );
         assert!(!item.reclaimed);
     }
 

@@ -50,6 +50,7 @@ impl TaskApi {
         let offered = engine.store.offer(lanes, now, &offered_to, window, max).await.map_err(store_status)?;
         let mut tasks = Vec::with_capacity(offered.len());
         for (item, claimed) in offered {
+            engine.metrics().dispatch_delay("remote", claimed.due_at, now);
             match self.offered(&offered_to, item, &claimed, now.saturating_add(window)).await {
                 Ok(Some(task)) => tasks.push(task),
                 Ok(None) => {}
