@@ -3,7 +3,8 @@
 //! references resolved, the pinned package read and checked against its
 //! digest, and everything turned into what the engine needs (store URL,
 //! keyring, product connections, settings; for remote workers, the
-//! connections they serve and the gRPC listener).
+//! connections they serve and the gRPC listener; the Redis URL of the
+//! dispatch hints).
 //!
 //! This module is the service's only reader of the environment and of secret
 //! files. A resolved secret lives in memory only; no error message shows one:
@@ -120,6 +121,9 @@ pub struct Deployment {
     pub remote: BTreeMap<String, Vec<String>>,
     /// Where remote workers connect (`grpc`), when the file has it.
     pub grpc: Option<GrpcListener>,
+    /// The Redis URL of the dispatch hints (`dispatch.redis.url`, a secret:
+    /// it may carry a password), when the file has it.
+    pub redis: Option<Secret>,
     /// Connection name → its `eventSigningSecret`, for the connections that have one.
     pub event_secrets: HashMap<String, Secret>,
     /// The machine's settings (observation floor).
@@ -207,6 +211,7 @@ impl RuntimeConfig {
         let keyring = self.keyring()?;
         let listen = socket_address("listen", &self.runtime.listen)?;
         let grpc = self.grpc()?;
+        let redis = self.redis_url()?;
         let package = self.package()?;
         let connections = self.connections()?;
         let remote = self.remote();
@@ -223,6 +228,7 @@ impl RuntimeConfig {
             connections,
             remote,
             grpc,
+            redis,
             event_secrets,
             settings: Settings { observe_floor_seconds: floor },
             access,
@@ -319,6 +325,21 @@ impl RuntimeConfig {
             }),
         };
         Ok(Some(GrpcListener { listen, tls }))
+    }
+
+    /// `dispatch.redis.url`, resolved: a `redis://` URL (TLS is not built in:
+    /// the hints cross a private network). Errors never show the URL.
+    fn redis_url(&self) -> Result<Option<Secret>, DeploymentError> {
+        let Some(hints) = &self.runtime.dispatch else { return Ok(None) };
+        let url = self.secret(&hints.redis.url, "dispatch.redis.url")?;
+        if !url.expose().starts_with("redis://") {
+            return Err(DeploymentError::Invalid(format!(
+                "dispatch.redis.url: {} is not a redis:// URL (redis://[:password@]host:port[/db]; \
+                 rediss:// is not supported)",
+                hints.redis.url
+            )));
+        }
+        Ok(Some(url))
     }
 
     /// The in-process product connections, with their credentials resolved

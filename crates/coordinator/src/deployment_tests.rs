@@ -71,3 +71,30 @@ fn a_remote_connection_is_exposed_with_its_workers_and_gets_no_product_client() 
     assert!(worker.holds_somewhere(coordinator_core::model::runtime::Role::Worker));
     assert!(!worker.holds_somewhere(coordinator_core::model::runtime::Role::Read));
 }
+
+#[test]
+fn the_redis_url_is_resolved_and_must_be_redis_without_being_shown() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let with = |url: &str| {
+        std::fs::write(dir.path().join("redis-url"), url).unwrap_or_else(|e| panic!("{e}"));
+        let text = "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {url: file:database-url}\n\
+                    payloadKeys: {active: k1, keys: {k1: file:payload-key}}\nlisten: 127.0.0.1:7400\n\
+                    dispatch: {redis: {url: file:redis-url}}\n\
+                    package: {path: p.pkg, digest: \"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"}\n\
+                    connections: {}\naccess: {}\n";
+        let path = dir.path().join("runtime.yaml");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        RuntimeConfig::read(&path).unwrap_or_else(|e| panic!("{e}")).redis_url()
+    };
+    let resolved = with("redis://:hunter2@127.0.0.1:6379/2\n").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resolved.as_ref().map(Secret::expose), Some("redis://:hunter2@127.0.0.1:6379/2"));
+    for wrong in ["rediss://:hunter2@cache:6380", "http://hunter2@cache", "hunter2"] {
+        let e = match with(wrong) {
+            Err(e) => e,
+            Ok(_) => panic!("{wrong} accepted"),
+        };
+        let shown = e.to_string();
+        assert!(shown.contains("file:redis-url") && !shown.contains("hunter2"), "{shown}");
+        assert!(!e.is_unavailable(), "a wrong URL is a configuration error");
+    }
+}

@@ -243,6 +243,10 @@ fn secrets(runtime: &RuntimeFile) -> Vec<(Path, &SecretRef, String)> {
         out.push((base.key("certificate"), &tls.certificate, "the gRPC certificate".to_owned()));
         out.push((base.key("privateKey"), &tls.private_key, "the gRPC private key".to_owned()));
     }
+    if let Some(hints) = &runtime.dispatch {
+        let path = Path::root().key("dispatch").key("redis").key("url");
+        out.push((path, &hints.redis.url, "the Redis URL of the dispatch hints".to_owned()));
+    }
     for (name, connection) in &runtime.connections {
         let base = Path::root().key("connections").key(name);
         connection_secrets(&base, name, connection, &mut out);

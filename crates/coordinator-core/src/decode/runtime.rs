@@ -4,8 +4,8 @@
 //! fields, types, the listen addresses (`listen`, `grpc.listen`), the package
 //! digest, URLs (http or https, never with credentials in them), that the
 //! active payload key is one of the keys, roles and names, the connections
-//! ([`connection`], shared with `worker.yaml`; a remote one needs `grpc`), and
-//! the `logging` and `telemetry` sections ([`observability`]). Every secret must be a reference (`env:NAME` or
+//! ([`connection`], shared with `worker.yaml`; a remote one needs `grpc`),
+//! `dispatch.redis`, and the `logging` and `telemetry` sections ([`observability`]). Every secret must be a reference (`env:NAME` or
 //! `file:PATH`); a literal is refused with a message that never repeats it, and
 //! [`redact`] masks it in the text shown in excerpts. Does not check the file
 //! against a project (`check::runtime`) and never resolves a reference.
@@ -14,8 +14,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::diagnostic::{Code, Span};
 use crate::model::runtime::{
-    Access, Database, Grant, Grpc, GrpcTls, OidcIssuer, PackageRef, PayloadKeys, Retention, Role, RuntimeFile,
-    RuntimeKind, SecretRef, SecretSource, StaticToken,
+    Access, Database, DispatchHints, Grant, Grpc, GrpcTls, OidcIssuer, PackageRef, PayloadKeys, RedisHints, Retention,
+    Role, RuntimeFile, RuntimeKind, SecretRef, SecretSource, StaticToken,
 };
 use crate::model::{API_VERSION, ApiVersion};
 use crate::yaml::{Key, Node, NodeValue};
@@ -37,6 +37,7 @@ const TOP: &[&str] = &[
     "payloadKeys",
     "listen",
     "grpc",
+    "dispatch",
     "package",
     "connections",
     "observeFloorSeconds",
@@ -71,6 +72,7 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
     let payload_keys = f.get("payloadKeys").and_then(|n| payload_keys(d, n, f.key_span("payloadKeys")));
     let listen = f.get("listen").and_then(|n| listen(d, n, "listen"));
     let grpc = optional(f.get("grpc"), |n| grpc(d, n, f.key_span("grpc"), f.get("listen")));
+    let dispatch = optional(f.get("dispatch"), |n| dispatch(d, n, f.key_span("dispatch")));
     let package = f.get("package").and_then(|n| package(d, n, f.key_span("package")));
     let connections = f.get("connections").and_then(|n| {
         d.map_of(n, "connection", true, |d, key, node| connection::connection(d, Place::Runtime, key, node))
@@ -93,6 +95,7 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
         payload_keys: payload_keys?,
         listen: listen?,
         grpc: grpc?,
+        dispatch: dispatch?,
         package: package?,
         connections: connections?,
         observe_floor_seconds: observe_floor_seconds?,
@@ -236,6 +239,16 @@ fn grpc(d: &mut Decoder<'_>, node: &Node, owner: Span, api: Option<&Node>) -> Op
         Some(GrpcTls { certificate: certificate?, private_key: private_key? })
     });
     Some(Grpc { listen: listen?, tls: tls? })
+}
+
+/// `dispatch:`; `owner` is its key. The Redis URL is a reference: it may carry a password.
+fn dispatch(d: &mut Decoder<'_>, node: &Node, owner: Span) -> Option<DispatchHints> {
+    let f = d.object(node, "`dispatch`", owner, &["redis"], &["redis"])?;
+    let redis = f.get("redis").and_then(|n| {
+        let r = d.object(n, "`dispatch.redis`", f.key_span("redis"), &["url"], &["url"])?;
+        r.get("url").and_then(|n| secret(d, n, "dispatch.redis.url")).map(|url| RedisHints { url })
+    })?;
+    Some(DispatchHints { redis })
 }
 
 /// Reports every remote connection of a file without `grpc`, at its

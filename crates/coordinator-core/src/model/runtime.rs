@@ -1,7 +1,7 @@
 //! `runtime.yaml`: how one deployment of the service is wired — database,
 //! payload keys, listen addresses (the HTTP API and, for remote workers, gRPC),
-//! pinned package, product connections, access, shutdown, logging and
-//! telemetry (SPEC §4, §7).
+//! Redis dispatch hints, pinned package, product connections, access,
+//! shutdown, logging and telemetry (SPEC §4, §7).
 //!
 //! Plain data only. Secrets are never values in this file: every credential,
 //! key and database URL is a [`SecretRef`] (`env:NAME` or `file:PATH`) that the
@@ -52,6 +52,11 @@ pub struct RuntimeFile {
     /// connection is `dispatch: remote`, unused otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<Grpc>,
+    /// How due work is announced besides the database (Redis Streams); without
+    /// it, dispatchers and remote workers' polls learn of new work from the
+    /// database alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<DispatchHints>,
     /// The package this deployment runs, pinned by digest.
     pub package: PackageRef,
     /// Logical connection name (as workflows name it) -> product endpoint and credentials.
@@ -104,6 +109,25 @@ pub struct GrpcTls {
     pub certificate: SecretRef,
     /// The PEM private key of the leaf certificate.
     pub private_key: SecretRef,
+}
+
+/// `dispatch:` — an accelerator for dispatch, never its authority: the
+/// database stays the only source of truth, and losing what is configured here
+/// costs latency, never a run (docs/workers.md, "Redis dispatch hints").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DispatchHints {
+    /// The Redis server due work is announced on, one stream per lane.
+    pub redis: RedisHints,
+}
+
+/// `dispatch.redis:` — where the hints go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RedisHints {
+    /// The server's URL (`redis://[:password@]host:port[/db]`); it may carry a
+    /// password, so it is a reference.
+    pub url: SecretRef,
 }
 
 /// `retention:` — what the service removes, and when (docs/operations.md, "Retention").
