@@ -12,6 +12,7 @@
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
 //! cargo bench -p coordinator-bench --bench service -- history [sizes=0,1000000] [entries=12] [clients=32] [runs=3000] [rate=200] [seconds=20]
+//! cargo bench -p coordinator-bench --bench service -- workers [serves=1,2] [workers=0,2,4] [clients=32] [runs=3000]
 //! ```
 //!
 //! `pg=sslmode=disable` (any URL query) is added to the PostgreSQL URL the
@@ -23,6 +24,7 @@
 
 mod console;
 mod dbwork;
+mod fleet;
 mod history;
 mod load;
 mod stack;
@@ -39,14 +41,14 @@ use serde_json::json;
 use stack::{Backend, PgScratch, Stack, cpu_seconds, cpu_seconds_of, machine_ticks, memory_kb};
 
 /// The most a batch of runs may take to finish before the bench reports it unfinished.
-const FINISH_LIMIT: Duration = Duration::from_secs(900);
+pub(crate) const FINISH_LIMIT: Duration = Duration::from_secs(900);
 
 fn main() -> anyhow::Result<()> {
     // `cargo bench` adds `--bench`; everything else is `scenario key=value…`.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let Some((scenario, rest)) = args.split_first() else {
         bail!(
-            "name a scenario: throughput, latency, timers, pgbench, console or history (see the top of benches/service/main.rs)"
+            "name a scenario: throughput, latency, timers, pgbench, console, history or workers (see the top of benches/service/main.rs)"
         );
     };
     let options = Options::parse(rest)?;
@@ -59,13 +61,16 @@ fn main() -> anyhow::Result<()> {
             "pgbench" => pgbench(&options).await,
             "console" => console::console(&options).await,
             "history" => history::history(&options).await,
-            other => bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench, console or history"),
+            "workers" => fleet::fleet(&options).await,
+            other => {
+                bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench, console, history or workers")
+            }
         }
     })
 }
 
 /// `key=value` arguments.
-struct Options(BTreeMap<String, String>);
+pub(crate) struct Options(BTreeMap<String, String>);
 
 impl Options {
     fn parse(args: &[String]) -> anyhow::Result<Options> {
@@ -77,19 +82,19 @@ impl Options {
         Ok(Options(map))
     }
 
-    fn number<T: std::str::FromStr>(&self, key: &str, default: T) -> anyhow::Result<T> {
+    pub(crate) fn number<T: std::str::FromStr>(&self, key: &str, default: T) -> anyhow::Result<T> {
         match self.0.get(key) {
             None => Ok(default),
             Some(text) => text.parse().map_err(|_| anyhow!("{key}={text} is not a number")),
         }
     }
 
-    fn list(&self, key: &str, default: &str) -> Vec<String> {
+    pub(crate) fn list(&self, key: &str, default: &str) -> Vec<String> {
         self.0.get(key).map_or(default, String::as_str).split(',').map(str::to_owned).collect()
     }
 
     /// `pg=QUERY`: parameters added to the PostgreSQL URL (`pg=sslmode=disable`).
-    fn pg_params(&self) -> String {
+    pub(crate) fn pg_params(&self) -> String {
         self.0.get("pg").cloned().unwrap_or_default()
     }
 
@@ -106,7 +111,7 @@ impl Options {
 }
 
 /// The input of the i-th three-calls run.
-fn three_calls_input(i: usize) -> serde_json::Value {
+pub(crate) fn three_calls_input(i: usize) -> serde_json::Value {
     json!({"recordId": format!("0199c8a0-5c2e-7d41-9b3a-{i:012x}"), "recipient": {"kind": "person", "id": format!("p-{i}")}})
 }
 

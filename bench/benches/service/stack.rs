@@ -60,8 +60,9 @@ pub fn coordinator_bin() -> anyhow::Result<PathBuf> {
 }
 
 /// The simulators on their own listener (a separate product deployment would be).
-struct SimServer {
-    base: String,
+pub struct SimServer {
+    /// The simulators' base URL.
+    pub base: String,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -71,7 +72,7 @@ impl Drop for SimServer {
     }
 }
 
-async fn sim_server() -> anyhow::Result<SimServer> {
+pub async fn sim_server() -> anyhow::Result<SimServer> {
     let sims = Simulators::new(SimConfig::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("bind the simulators")?;
     let addr = listener.local_addr()?;
@@ -175,7 +176,7 @@ impl Stack {
             }
         };
         let project = repo().join("bench/fixtures").join(fixture);
-        let (workflow, revision) = write_deployment(dir.path(), &project, &database_url, &sims.base)?;
+        let (workflow, revision) = write_deployment(dir.path(), &project, &database_url, &sims.base, None)?;
         let runtime = dir.path().join("runtime.yaml");
         let migrated = Command::new(&bin).args(["migrate", "--runtime"]).arg(&runtime).output()?;
         if !migrated.status.success() {
@@ -239,16 +240,28 @@ impl Stack {
     }
 }
 
-/// Writes runtime.yaml, the package and the secret files into `dir`; returns (workflow, revision).
-fn write_deployment(dir: &Path, project: &Path, database_url: &str, sims: &str) -> anyhow::Result<(String, String)> {
+/// The token of the bench's remote workers (subject `bench-worker`, role `worker`).
+pub const WORKER_TOKEN: &str = "bench-worker-token";
+
+/// Writes runtime.yaml, the package and the secret files into `dir`; returns
+/// (workflow, revision). With `grpc` (a port), every connection is remote
+/// (`dispatch: remote`, served by subject `bench-worker`) and gRPC listens there.
+pub fn write_deployment(
+    dir: &Path,
+    project: &Path,
+    database_url: &str,
+    sims: &str,
+    grpc: Option<u16>,
+) -> anyhow::Result<(String, String)> {
     let report = check_project(&DirProject(project.to_path_buf()))?;
     let Some(checked) = report.checked else {
         bail!("{} was refused: {:?}", project.display(), report.diagnostics);
     };
     let built = package::build(&checked, "bench")?;
     let manifest = &built.package.manifest;
-    let files: [(&str, Vec<u8>); 5] = [
+    let files: [(&str, Vec<u8>); 6] = [
         ("api-token", API_TOKEN.as_bytes().to_vec()),
+        ("worker-token", WORKER_TOKEN.as_bytes().to_vec()),
         ("project.pkg", built.bytes.clone()),
         ("database-url", database_url.as_bytes().to_vec()),
         ("payload-key", format!("{}\n", "5a".repeat(32)).into_bytes()),
@@ -258,19 +271,19 @@ fn write_deployment(dir: &Path, project: &Path, database_url: &str, sims: &str) 
         std::fs::write(dir.join(name), content).with_context(|| format!("write {name}"))?;
     }
     let connection = |name: &str, product: &str| {
-        format!(
-            "  {name}:\n    product: {product}\n    baseUrl: {sims}/sim/{product}\n    authorization:\n      \
-             type: client-secret\n      tokenEndpoint: {sims}/sim/token\n      clientId: {client}\n      \
-             clientSecret: file:client-secret\n    timeouts: {{connectSeconds: 2, requestSeconds: 5}}\n",
-            client = DEFAULT_CLIENT.0,
-        )
+        if grpc.is_some() {
+            return format!("  {name}:\n    product: {product}\n    dispatch: remote\n    workers: [bench-worker]\n");
+        }
+        connection_yaml(name, product, sims)
     };
     let listen = free_port()?;
+    let grpc_line = grpc.map(|port| format!("grpc: {{listen: \"127.0.0.1:{port}\"}}\n")).unwrap_or_default();
     let yaml = format!(
         "apiVersion: coordinator/v1\nkind: Runtime\ndatabase: {{url: file:database-url}}\n\
-         payloadKeys: {{active: k1, keys: {{k1: file:payload-key}}}}\nlisten: \"127.0.0.1:{listen}\"\n\
+         payloadKeys: {{active: k1, keys: {{k1: file:payload-key}}}}\nlisten: \"127.0.0.1:{listen}\"\n{grpc_line}\
          package: {{path: project.pkg, digest: \"{digest}\"}}\nconnections:\n{c1}{c2}\
-         access: {{tokens: [{{subject: bench, token: file:api-token, roles: [admit, read, operate]}}]}}\n",
+         access: {{tokens: [{{subject: bench, token: file:api-token, roles: [admit, read, operate]}}, \
+         {{subject: bench-worker, token: file:worker-token, roles: [worker]}}]}}\n",
         digest = built.digest,
         c1 = connection("registry", "breg"),
         c2 = connection("messaging", "messaging"),
@@ -279,13 +292,23 @@ fn write_deployment(dir: &Path, project: &Path, database_url: &str, sims: &str) 
     Ok((manifest.workflow.clone(), manifest.revision.clone()))
 }
 
+/// One in-process connection to the simulators at `sims` (runtime.yaml and worker.yaml alike).
+pub fn connection_yaml(name: &str, product: &str, sims: &str) -> String {
+    format!(
+        "  {name}:\n    product: {product}\n    baseUrl: {sims}/sim/{product}\n    authorization:\n      \
+             type: client-secret\n      tokenEndpoint: {sims}/sim/token\n      clientId: {client}\n      \
+             clientSecret: file:client-secret\n    timeouts: {{connectSeconds: 2, requestSeconds: 5}}\n",
+        client = DEFAULT_CLIENT.0,
+    )
+}
+
 /// A free loopback port (bound, then released): runtime.yaml wants a real port.
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
 
-fn read_listen(runtime: &Path) -> anyhow::Result<String> {
+pub fn read_listen(runtime: &Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(runtime)?;
     text.lines()
         .find_map(|l| l.strip_prefix("listen: \"").and_then(|rest| rest.strip_suffix('"')))
