@@ -245,7 +245,13 @@ fn stale_repeated_and_malformed_reports_and_refused_callers() {
             .into_inner();
         let first = answers.message().await.unwrap_or_else(|e| panic!("{e}"));
         assert!(format!("{first:?}").contains(coordinator_proto::SERVICE_NAME), "{first:?}");
+
+        // Recovery-only dispatches nothing, not even to a worker.
         drop(service);
+        let recovery = drill::start(&dir.path().join("runtime.yaml"), Mode::RecoveryOnly).await;
+        let mut client = raw_client(&grpc, Some(WORKER_TOKEN)).await;
+        assert_eq!(code(client.poll_tasks(PollTasksRequest { wait_ms: 0, ..poll("w") }).await), Code::Unavailable);
+        drop(recovery);
     });
 }
 

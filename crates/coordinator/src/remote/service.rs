@@ -116,6 +116,12 @@ impl TaskService for TaskApi {
         if wait > MAX_POLL_WAIT {
             return Err(Status::invalid_argument(format!("wait_ms must be 0 to {}", MAX_POLL_WAIT.as_millis())));
         }
+        if self.engine.recovery_only {
+            // Nothing is dispatched under review (SPEC §3): not even to a worker.
+            return Err(Status::unavailable(
+                "the coordinator runs recovery-only: nothing is dispatched until it is started normally",
+            ));
+        }
         let deadline = tokio::time::Instant::now() + wait;
         let mut changes = self.engine.changes();
         loop {
