@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use coordinator_core::machine::event::{CallAnswer, Event, Observation, ReceiptAnswer};
 use coordinator_core::model::catalog::Effect;
+use coordinator_products::AnswerKind;
 use coordinator_proto::v1::task_service_server::TaskService;
 use coordinator_proto::v1::{
     AcquireTaskLeaseRequest, AcquireTaskLeaseResponse, PollTasksRequest, PollTasksResponse, RenewTaskLeaseRequest,
@@ -276,32 +277,20 @@ fn answer_event(item: &WorkItem, answer: &[u8]) -> Result<(Event, &'static str),
     Ok(match item.kind {
         WorkKind::Attempt => {
             let answer: CallAnswer = serde_json::from_slice(answer).map_err(|e| bad("a call answer", e))?;
-            let kind = call_kind(&answer);
+            let kind = answer.kind();
             (Event::CallAnswered { step, attempt: number(item.attempt)?, answer }, kind)
         }
         WorkKind::Receipt => {
             let answer: ReceiptAnswer = serde_json::from_slice(answer).map_err(|e| bad("a receipt answer", e))?;
-            let kind = receipt_kind(&answer);
+            let kind = answer.kind();
             (Event::ReceiptAnswered { step, answer }, kind)
         }
         WorkKind::Observation => {
             let answer: Observation = serde_json::from_slice(answer).map_err(|e| bad("an observation", e))?;
-            let kind = observation_kind(&answer);
+            let kind = answer.kind();
             (Event::CompletionObserved { step, seq: number(item.attempt)?, answer }, kind)
         }
     })
-}
-
-fn call_kind(answer: &CallAnswer) -> &'static str {
-    coordinator_products::AnswerKind::kind(answer)
-}
-
-fn receipt_kind(answer: &ReceiptAnswer) -> &'static str {
-    coordinator_products::AnswerKind::kind(answer)
-}
-
-fn observation_kind(answer: &Observation) -> &'static str {
-    coordinator_products::AnswerKind::kind(answer)
 }
 
 /// The outbox row a request names (its run id, when given, must be the task's).
