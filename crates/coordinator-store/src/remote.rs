@@ -324,7 +324,7 @@ impl Store {
     /// [`Store::apply_fenced`] for a remote worker's report on `claim`
     /// (leased to `owner` by [`Store::acquire`]), journaling the report
     /// (kind `report`, the claim's run and step, `actor` the worker's
-    /// subject, `detail` what it reported, never a payload) in the same
+    /// subject or `None` for the coordinator's own settling, `detail` what it reported, never a payload) in the same
     /// transaction, after the decision's entries. Nothing is written when
     /// the report does not apply ([`StoreError::LeaseLost`] for a row only
     /// offered to `owner`, taken over, or at another attempt).
@@ -333,7 +333,7 @@ impl Store {
         claim: &Claim,
         owner: &str,
         at: i64,
-        actor: &str,
+        actor: Option<&str>,
         detail: &str,
         decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
     ) -> Result<i64, StoreError>
@@ -349,7 +349,7 @@ impl Store {
         let applied = match runs::apply_locked(&mut tx, run_id, at, None, fence, None, decide).await {
             Ok(version) => {
                 let line = report_line(step, detail);
-                audit::append(&mut tx, Some(run_id), at, Some(actor), &[line]).await.map(|()| version)
+                audit::append(&mut tx, Some(run_id), at, actor, &[line]).await.map(|()| version)
             }
             Err(e) => Err(e),
         };

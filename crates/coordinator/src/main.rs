@@ -346,7 +346,9 @@ async fn run_worker(file: &std::path::Path, check: bool) -> ExitCode {
                 }
             }
             tracing::error!(error = %e, "the worker cannot start");
-            return ExitCode::from(1);
+            // As for serve: a secret that cannot be read now is unavailable (3), the file itself wrong (1).
+            let unavailable = matches!(&e, ConfigError::Unusable(d) if d.is_unavailable());
+            return ExitCode::from(if unavailable { 3 } else { 1 });
         }
     };
     if check {

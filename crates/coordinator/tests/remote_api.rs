@@ -101,6 +101,7 @@ fn report(task: &Task, owner: &str, attempt: i64, answer: &Value) -> ReportTaskR
         owner: owner.into(),
         answer: serde_json::to_vec(answer).unwrap_or_default(),
         reason: "test".into(),
+        elapsed_ms: 3,
     }
 }
 
@@ -326,6 +327,6 @@ fn worker_check_accepts_a_usable_file_and_refuses_a_broken_one() {
     // A reference that does not resolve is refused by --check too.
     std::fs::remove_file(dir.path().join("good/client-secret")).unwrap_or_else(|e| panic!("{e}"));
     let unresolved = check(&good);
-    assert_eq!(unresolved.status.code(), Some(1));
+    assert_eq!(unresolved.status.code(), Some(3), "a secret that cannot be read now: unavailable, as for serve");
     assert!(String::from_utf8_lossy(&unresolved.stderr).contains("clientSecret"));
 }

@@ -198,6 +198,10 @@ fn a_remote_worker_carries_the_flagship_to_notice_sent_and_the_coordinator_holds
         let client = support::authorized_client(Duration::from_secs(30));
         let metrics = client.get(format!("{}/metrics", deployed.url)).send().await.unwrap_or_else(|e| panic!("{e}"));
         let metrics = metrics.text().await.unwrap_or_default();
+        let remote_requests = metrics.lines().any(|l| {
+            l.starts_with("coordinator_product_request_seconds_count") && l.contains("connection=\"messaging\"")
+        });
+        assert!(remote_requests, "the worker's requests are in the request metrics:\n{metrics}");
         for path in ["in-process", "remote"] {
             let line = format!("coordinator_dispatch_delay_seconds_count{{path=\"{path}\"}}");
             assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
@@ -270,10 +274,8 @@ fn an_offer_never_acquired_goes_back_and_another_worker_finishes_the_run() {
         assert_eq!(done["state"], "finished", "{done}\n{}", process::read(&worker.log));
         assert_eq!(done["outcome"], "notice-sent");
         assert_eq!(notices(sims), vec![(1, 1)], "sent once, by the second worker");
-        let attention = journal(&deployed.url, &run)
-            .await
-            .into_iter()
-            .any(|e| e["kind"] == "report" && e["actor"] == "coordinator");
+        let attention =
+            journal(&deployed.url, &run).await.into_iter().any(|e| e["kind"] == "report" && e["actor"].is_null());
         assert!(!attention, "nothing was settled as unknown");
     });
 }

@@ -173,7 +173,7 @@ pub(crate) async fn an_acquired_offer_reports_and_is_journaled(db: &TestDb) {
     let claim = Claim::Work(acquired.unwrap_or_else(|| panic!("acquired")));
     let detail = "attempt 1 accepted (200)";
     let (at, event) = (now + 2, accepted_read());
-    let version = db.apply_reported(&claim, "w1", at, "worker:alice", detail, deciding(&wf, &event, at)).await;
+    let version = db.apply_reported(&claim, "w1", at, Some("worker:alice"), detail, deciding(&wf, &event, at)).await;
     assert_eq!(ok(version, "report"), 2);
     assert!(ok(db.report_journaled(&id, READ, detail).await, "journaled, pending"), "a pending entry is found");
     assert!(!ok(db.report_journaled(&id, READ, "attempt 1 refused").await, "another detail"));
@@ -191,7 +191,8 @@ pub(crate) async fn an_acquired_offer_reports_and_is_journaled(db: &TestDb) {
     assert_eq!(page.entries.last().map(|e| e.kind.as_str()), Some("report"), "after the decision's entries");
 
     // The same report again: the lease is gone; the journal says it applied.
-    let again = db.apply_reported(&claim, "w1", at + 1, "worker:alice", detail, deciding(&wf, &event, at + 1)).await;
+    let again =
+        db.apply_reported(&claim, "w1", at + 1, Some("worker:alice"), detail, deciding(&wf, &event, at + 1)).await;
     assert!(matches!(again, Err(StoreError::LeaseLost { .. })), "{again:?}");
     // A report not applied is journaled on its own, as evidence.
     let stale = "attempt 1 reported again: stale";
@@ -240,11 +241,15 @@ pub(crate) async fn an_acquire_that_ran_out_is_offered_reclaimed(db: &TestDb) {
     let taken = ok(db.acquire(&again, "offer:w2", "w2", later, TTL_MS).await, "acquire again");
     assert_eq!(taken.clone().map(|w| (w.claims, w.reclaimed)), Some((2, true)));
     let (at, event) = (later + 1, accepted_read());
-    let lost = db.apply_reported(&Claim::Work(acquired), "w1", at, "worker:a", "late", deciding(&wf, &event, at)).await;
+    let lost =
+        db.apply_reported(&Claim::Work(acquired), "w1", at, Some("worker:a"), "late", deciding(&wf, &event, at)).await;
     assert!(matches!(lost, Err(StoreError::LeaseLost { .. })), "{lost:?}");
     assert!(!ok(db.report_journaled(&id, READ, "late").await, "nothing written"));
     let claim = Claim::Work(taken.unwrap_or_else(|| panic!("taken")));
-    ok(db.apply_reported(&claim, "w2", at, "worker:a", "in time", deciding(&wf, &event, at)).await, "w2's report");
+    ok(
+        db.apply_reported(&claim, "w2", at, Some("worker:a"), "in time", deciding(&wf, &event, at)).await,
+        "w2's report",
+    );
 }
 
 pub(crate) async fn the_report_fence_refuses_an_offer_alone(db: &TestDb) {
@@ -256,13 +261,13 @@ pub(crate) async fn the_report_fence_refuses_an_offer_alone(db: &TestDb) {
     let (at, event) = (now + 1, accepted_read());
     // The worker reports without acquiring: its owner holds nothing yet.
     let claim = Claim::Work(WorkItem { claims: 1, ..offered.clone() });
-    let refused = db.apply_reported(&claim, "w1", at, "worker:a", "early", deciding(&wf, &event, at)).await;
+    let refused = db.apply_reported(&claim, "w1", at, Some("worker:a"), "early", deciding(&wf, &event, at)).await;
     assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "not acquired: {refused:?}");
     assert_eq!((ok(db.work_of(&id).await, "work"), ok(db.load(&id).await, "load")), (work, row), "nothing written");
     assert!(!ok(db.report_journaled(&id, READ, "early").await, "not journaled"));
     let acquired = ok(db.acquire(&offered, "offer:w1", "w1", at, TTL_MS).await, "acquire");
     let claim = Claim::Work(acquired.unwrap_or_else(|| panic!("acquired")));
-    ok(db.apply_reported(&claim, "w1", at, "worker:a", "acquired", deciding(&wf, &event, at)).await, "report");
+    ok(db.apply_reported(&claim, "w1", at, Some("worker:a"), "acquired", deciding(&wf, &event, at)).await, "report");
 }
 
 pub(crate) async fn concurrent_offers_never_hand_out_a_row_twice(db: &TestDb) {

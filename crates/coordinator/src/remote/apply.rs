@@ -13,14 +13,14 @@ use crate::error::EngineError;
 
 impl Engine {
     /// Applies `event` under `claim`'s lease held by `owner`, journaling
-    /// `detail` as `actor`'s report in the same transaction; the after-commit
-    /// hooks run as for any decision.
+    /// `detail` as `actor`'s report (`None`: the coordinator's own) in the
+    /// same transaction; the after-commit hooks run as for any decision.
     #[allow(clippy::too_many_arguments, reason = "the parts of one report, each used once")]
     pub(crate) async fn apply_report(
         &self,
         claim: &Claim,
         owner: &str,
-        actor: &str,
+        actor: Option<&str>,
         detail: &str,
         event: &Event,
         wf: &Workflow,

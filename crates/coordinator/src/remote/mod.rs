@@ -48,12 +48,18 @@ pub type RemoteConnections = HashMap<String, Vec<String>>;
 /// The connection a queued row of `step` goes to: a call's own, or for a
 /// `wait-for` step the connection of the call whose completion it observes.
 pub(crate) fn connection_of<'a>(wf: &'a Workflow, step: &str) -> Option<&'a str> {
-    let call = match wf.step(step)? {
-        Step::WaitFor(wait) => wait.completion.step.as_str(),
-        Step::Call(_) => step,
-        _ => return None,
-    };
+    let call = call_of(wf, step)?;
     wf.operation_of(call).map(|(_, pinned)| pinned.connection.as_str())
+}
+
+/// The call step whose operation a queued row of `step` uses: the step
+/// itself, or the call a `wait-for` step observes.
+pub(crate) fn call_of<'a>(wf: &'a Workflow, step: &'a str) -> Option<&'a str> {
+    match wf.step(step)? {
+        Step::WaitFor(wait) => Some(wait.completion.step.as_str()),
+        Step::Call(_) => Some(step),
+        _ => None,
+    }
 }
 
 /// The (step, lane) of every row `actions` queue for a remote connection.

@@ -2,8 +2,8 @@
 //! rustls when `grpc.tls` is set): the `TaskService`, gRPC health
 //! (`grpc.health.v1`, for the whole server `""` and for the service by name)
 //! and reflection (`grpc.reflection.v1`). Health follows the database: it is
-//! `SERVING` while the database answers, no fence holds and the process is not
-//! draining, `NOT_SERVING` otherwise, checked every [`HEALTH_EVERY`].
+//! `SERVING` while the database answers, no fence holds and the process is
+//! neither draining nor recovery-only (it offers no task then), `NOT_SERVING` otherwise, checked every [`HEALTH_EVERY`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -140,7 +140,7 @@ async fn follow_health(engine: Arc<Engine>, reporter: tonic_health::server::Heal
     let mut last = None;
     loop {
         let reachable = matches!(tokio::time::timeout(PING_TIMEOUT, engine.store().ping()).await, Ok(Ok(())));
-        let serving = reachable && !engine.is_fenced() && !engine.is_draining();
+        let serving = reachable && !engine.is_fenced() && !engine.is_draining() && !engine.is_recovery_only();
         let status = if serving { ServingStatus::Serving } else { ServingStatus::NotServing };
         if last != Some(serving) {
             for service in ["", coordinator_proto::SERVICE_NAME] {

@@ -26,7 +26,8 @@ use crate::remote::task::{self, describe};
 use crate::remote::{MAX_LEASE, MAX_POLL_TASKS, MAX_POLL_WAIT, OFFER_WINDOW, auth, lease_owner, offer_owner};
 
 /// The longest a waiting poll goes without looking at the store (other
-/// processes' commits wake nobody here).
+/// processes' commits wake nobody here, unless Redis dispatch hints do: then
+/// `hints::SWEEP` while they reach Redis).
 const POLL_RECHECK: Duration = Duration::from_millis(250);
 /// The longest owner id and reason taken.
 const MAX_TEXT: usize = 200;
@@ -92,8 +93,7 @@ impl TaskApi {
             );
             let reason = Some("acquired before and never reported; not sent again".to_owned());
             let note = Note { trace_parent: claimed.trace_parent.clone(), reason, remark: None };
-            let applied =
-                engine.apply_report(&Claim::Work(item), offered_to, "coordinator", &detail, &event, &wf, &note).await;
+            let applied = engine.apply_report(&Claim::Work(item), offered_to, None, &detail, &event, &wf, &note).await;
             match applied {
                 Ok(()) | Err(EngineError::Ignored(_)) => return Ok(None),
                 Err(e) => return Err(e),
@@ -125,11 +125,12 @@ impl TaskService for TaskApi {
         }
         let deadline = tokio::time::Instant::now() + wait;
         let mut changes = self.engine.changes();
+        let mut hinted = self.engine.hints.polling(&lanes);
         loop {
             if self.engine.is_draining() {
                 return Err(Status::unavailable("the coordinator is draining: poll another one, or again later"));
             }
-            let tasks = self.offer(principal.subject(), owner, &lanes, request.max_tasks).await?;
+            let tasks = hinted.offer(self.offer(principal.subject(), owner, &lanes, request.max_tasks)).await?;
             let now = tokio::time::Instant::now();
             if !tasks.is_empty() || now >= deadline || lanes.is_empty() {
                 return Ok(Response::new(PollTasksResponse { tasks }));
@@ -137,9 +138,11 @@ impl TaskService for TaskApi {
             let at = self.engine.now();
             let next = self.engine.store.offered_work(&lanes, at).await.map_err(store_status)?;
             let until_due = next.map(|due| Duration::from_millis(u64::try_from(due.saturating_sub(at)).unwrap_or(0)));
-            let sleep = until_due.unwrap_or(POLL_RECHECK).min(POLL_RECHECK).min(deadline - now);
+            let recheck = self.engine.hints.interval(POLL_RECHECK);
+            let sleep = until_due.unwrap_or(recheck).min(recheck).min(deadline - now);
             tokio::select! {
                 _ = changes.changed() => {}
+                () = hinted.next() => {}
                 () = self.engine.drain.begun() => {}
                 () = tokio::time::sleep(sleep) => {}
             }
@@ -210,13 +213,15 @@ impl TaskService for TaskApi {
             principal.subject(),
             if reason.is_empty() { String::new() } else { format!("; {reason}") },
         );
-        let accepted = self.report(&principal, owner, item, event, &detail, reason).await?;
+        let took = Took { answered, elapsed: Duration::from_millis(request.elapsed_ms) };
+        let accepted = self.report(&principal, owner, item, event, &detail, reason, took).await?;
         Ok(Response::new(ReportTaskResultResponse { accepted }))
     }
 }
 
 impl TaskApi {
     /// Applies a report under the lease's fence; says whether it was (now or before) applied.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one report, each used once")]
     async fn report(
         &self,
         principal: &Principal,
@@ -225,6 +230,7 @@ impl TaskApi {
         event: Event,
         detail: &str,
         reason: String,
+        took: Took,
     ) -> Result<bool, Status> {
         let engine = &self.engine;
         let (run_id, step) = (item.run_id.clone(), item.step.clone());
@@ -235,10 +241,20 @@ impl TaskApi {
         let wf = engine.workflow(&row.revision).await.map_err(engine_status)?;
         let note = Note { trace_parent: row.trace_parent.clone(), reason: Some(reason), remark: None };
         let holder = lease_owner(principal.subject(), owner);
-        let applied =
-            engine.apply_report(&Claim::Work(item), &holder, principal.subject(), detail, &event, &wf, &note).await;
+        let request = (request_kind(item.kind), crate::remote::call_of(&wf, &item.step).map(str::to_owned));
+        let applied = engine
+            .apply_report(&Claim::Work(item), &holder, Some(principal.subject()), detail, &event, &wf, &note)
+            .await;
         let why = match applied {
-            Ok(()) => return Ok(true),
+            Ok(()) => {
+                if let (kind, Some(call)) = request
+                    && let Some(target) = wf.operation_of(&call).map(|(_, pinned)| pinned)
+                {
+                    let operation = target.operation.split_once('.').map_or(target.operation.as_str(), |(_, op)| op);
+                    engine.metrics().product_request(kind, &target.connection, operation, took.answered, took.elapsed);
+                }
+                return Ok(true);
+            }
             Err(EngineError::Store(StoreError::LeaseLost { .. })) => {
                 if engine.store.report_journaled(&run_id, &step, detail).await.map_err(store_status)? {
                     // The same report again (its answer was lost on the way back): the same answer.
@@ -258,6 +274,23 @@ impl TaskApi {
             .await
             .map_err(store_status)?;
         Ok(false)
+    }
+}
+
+/// What a worker said its request took.
+struct Took {
+    /// The answer's kind (`accepted`, `pending`, …).
+    answered: &'static str,
+    /// The request's duration.
+    elapsed: Duration,
+}
+
+/// The `request` label of the product request metric.
+fn request_kind(kind: WorkKind) -> &'static str {
+    match kind {
+        WorkKind::Attempt => "attempt",
+        WorkKind::Receipt => "receipt",
+        WorkKind::Observation => "observation",
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use coordinator_core::machine::run::Command;
 use coordinator_products::{AnswerKind, Connection, Explained, Traceparent};
-use coordinator_proto::v1::{AcquireTaskLeaseRequest, ReportTaskResultRequest, Task, TaskKind};
+use coordinator_proto::v1::{AcquireTaskLeaseRequest, RenewTaskLeaseRequest, ReportTaskResultRequest, Task, TaskKind};
 use tonic::Code;
 
 use super::{Shared, backoff};
@@ -48,7 +48,7 @@ pub(crate) async fn carry(shared: &Shared, task: Task) {
     let acquire = AcquireTaskLeaseRequest {
         task_id: task.task_id.clone(),
         owner: shared.owner.clone(),
-        ttl_seconds: i64::try_from(ttl.as_secs()).unwrap_or(3600).min(3600),
+        ttl_seconds: ttl_seconds(ttl),
         run_id: task.run_id.clone(),
     };
     let attempt = match client.acquire_task_lease(acquire).await {
@@ -60,7 +60,9 @@ pub(crate) async fn carry(shared: &Shared, task: Task) {
         }
     };
     tracing::debug!(run_id = %task.run_id, step = %task.step, attempt, "task acquired; sending");
+    let started = std::time::Instant::now();
     let (answer, kind, reason) = request(shared, connection, &task, ask).await;
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let report = ReportTaskResultRequest {
         task_id: task.task_id.clone(),
         run_id: task.run_id.clone(),
@@ -69,8 +71,9 @@ pub(crate) async fn carry(shared: &Shared, task: Task) {
         owner: shared.owner.clone(),
         answer,
         reason,
+        elapsed_ms,
     };
-    send_report(shared, report, kind).await;
+    send_report(shared, report, kind, ttl).await;
 }
 
 /// Decodes what the task asks.
@@ -125,7 +128,10 @@ fn encoded<T: AnswerKind + serde::Serialize>(explained: Explained<T>) -> (Vec<u8
 }
 
 /// Sends a report until the coordinator answers it (or [`REPORT_PERSISTENCE`] passes).
-async fn send_report(shared: &Shared, report: ReportTaskResultRequest, kind: &'static str) {
+/// While it retries, the lease (`ttl` long) is renewed before each attempt,
+/// so a coordinator that comes back before the lease ran out still finds the
+/// task the worker's.
+async fn send_report(shared: &Shared, report: ReportTaskResultRequest, kind: &'static str, ttl: Duration) {
     let started = tokio::time::Instant::now();
     let mut failures = 0;
     loop {
@@ -155,6 +161,7 @@ async fn send_report(shared: &Shared, report: ReportTaskResultRequest, kind: &'s
                 );
                 tokio::time::sleep(backoff(failures)).await;
                 failures = failures.saturating_add(1);
+                renew(shared, &report, ttl).await;
             }
             Err(status) => {
                 tracing::error!(
@@ -170,6 +177,23 @@ async fn send_report(shared: &Shared, report: ReportTaskResultRequest, kind: &'s
     }
 }
 
+/// Extends the lease of a task whose report is being retried (a failure changes nothing: the report is sent anyway).
+async fn renew(shared: &Shared, report: &ReportTaskResultRequest, ttl: Duration) {
+    let request = RenewTaskLeaseRequest {
+        task_id: report.task_id.clone(),
+        owner: report.owner.clone(),
+        ttl_seconds: ttl_seconds(ttl),
+        run_id: report.run_id.clone(),
+        attempt: report.attempt,
+    };
+    let mut client = shared.client.clone();
+    if let Ok(answer) = client.renew_task_lease(request).await
+        && !answer.into_inner().renewed
+    {
+        tracing::warn!(run_id = %report.run_id, step = %report.step, "the lease ran out while the report waited; sending it anyway");
+    }
+}
+
 /// Codes after which the same report may be taken later.
 fn retryable(code: Code) -> bool {
     matches!(
@@ -181,6 +205,11 @@ fn retryable(code: Code) -> bool {
             | Code::ResourceExhausted
             | Code::Aborted
     )
+}
+
+/// A lease length as the API takes it (whole seconds, at most an hour).
+fn ttl_seconds(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_secs()).unwrap_or(3600).min(3600)
 }
 
 /// The lease a task of `connection` asks for: a token request and the
