@@ -8,10 +8,10 @@
 //! - A worker SIGKILLed after `AcquireTaskLease`, while the product holds
 //!   its answer back: the lease runs out, the run goes to `attention` with the
 //!   effect unknown, and the product saw one request.
-//! - A worker that took an offer and died before acquiring it (a client that
-//!   polls and never acquires: the moment between the two calls cannot be
-//!   hit with a signal): another worker takes the task once the assignment
-//!   window lapses, and the run finishes without `attention`.
+//! - A worker SIGKILLed before acquiring (stopped while its long poll waits,
+//!   so the notice is offered to it and never acquired): another worker takes
+//!   the task once the assignment window lapses, and the run finishes without
+//!   `attention`.
 
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 #[path = "support/deploy.rs"]
@@ -42,7 +42,7 @@ use deploy::{DeploymentSpec, SimServer, eager_reviewed_notice, free_ports, sim_s
 use drill::wait_for;
 use serde_json::{Value, json};
 use support::{get, on_runtime, post, sample_input};
-use workers::{WORKER_CLIENT, WORKER_TOKEN, WorkerProcess, access_with_worker, raw_client};
+use workers::{WORKER_CLIENT, WORKER_TOKEN, WorkerProcess, access_with_worker};
 
 /// A coordinator serving `remote` through workers, its HTTP and gRPC addresses.
 struct Deployed {
@@ -244,39 +244,49 @@ fn a_worker_killed_after_acquiring_leaves_the_effect_unknown_and_nothing_is_sent
 }
 
 #[test]
-fn an_offer_never_acquired_goes_back_and_another_worker_finishes_the_run() {
+fn a_worker_killed_before_acquiring_lets_another_worker_finish_the_run() {
     on_runtime(async {
         let setup = setup(&["messaging"]).await;
         let (sims, deployed) = (&setup.sims, &setup.deployed);
-        let run = admit(deployed, "lapsed-1").await;
-
-        // A worker polls, is offered the notice, and is gone before acquiring it.
-        let mut first = raw_client(&deployed.grpc, Some(WORKER_TOKEN)).await;
-        let poll = PollTasksRequest {
-            owner: "vanished".into(),
-            connections: vec!["messaging".into()],
-            max_tasks: 1,
-            wait_ms: 30_000,
-        };
-        let mut offered = Vec::new();
-        for _ in 0..20 {
-            offered = first.poll_tasks(poll.clone()).await.unwrap_or_else(|e| panic!("poll: {e}")).into_inner().tasks;
-            if !offered.is_empty() {
+        // The first worker is stopped while its long poll waits in the coordinator: the notice is
+        // offered to it and the answer sits unread, so it is killed having taken the offer and never acquired it.
+        let mut first = setup.worker(&["messaging"], "worker-1.log");
+        for _ in 0..600 {
+            if process::read(&first.log).contains("worker started") {
                 break;
             }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(offered.len(), 1, "the notice was offered");
-        assert_eq!(offered[0].step, "send-notice");
-        drop(first);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        first.signal("STOP");
+        let run = admit(deployed, "lapsed-1").await;
+        let pool = sqlx::PgPool::connect(&setup._db.url).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut offered = false;
+        for _ in 0..600 {
+            let count: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM outbox WHERE lane = 'messaging' AND lease_owner LIKE 'offer:%'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap_or(0);
+            if count > 0 {
+                offered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(offered, "the notice was never offered to the stopped worker");
+        first.kill();
+        pool.close().await;
 
-        let worker = setup.worker(&["messaging"], "worker.log");
+        let second = setup.worker(&["messaging"], "worker-2.log");
         let done = wait_for(&deployed.url, &run, "notice-sent", |v| v["state"] != "running").await;
-        assert_eq!(done["state"], "finished", "{done}\n{}", process::read(&worker.log));
+        assert_eq!(done["state"], "finished", "{done}\n{}", process::read(&second.log));
         assert_eq!(done["outcome"], "notice-sent");
         assert_eq!(notices(sims), vec![(1, 1)], "sent once, by the second worker");
-        let attention =
+        let settled =
             journal(&deployed.url, &run).await.into_iter().any(|e| e["kind"] == "report" && e["actor"].is_null());
-        assert!(!attention, "nothing was settled as unknown");
+        assert!(!settled, "nothing was settled as unknown");
     });
 }
 

@@ -130,6 +130,12 @@ impl WorkerProcess {
         let _ = self.child.wait();
     }
 
+    /// Sends `kill -NAME` to the process.
+    pub fn signal(&self, name: &str) {
+        let sent = Command::new("kill").args([&format!("-{name}"), &self.child.id().to_string()]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name}");
+    }
+
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
