@@ -2,7 +2,8 @@
 //! transaction committed — or the machine ignored or refused the event and
 //! nothing was written — its metrics are recorded, its log lines told
 //! (`telemetry::transitions`), its span ended and, when the run ended, the
-//! run's root span exported; the worker is woken when the commit queued work.
+//! run's root span exported; the worker is woken when the commit queued work,
+//! and the work is announced to other processes (`crate::hints`).
 //! A decision that rolled back or never got decided records, tells and wakes
 //! nothing: its span ends marked as an error.
 //!
@@ -41,6 +42,8 @@ pub(crate) struct Note {
 pub(crate) struct Told {
     /// For the metrics and the worker's wake-up.
     pub(crate) committed: Committed,
+    /// What it made claimable, for the dispatch hints.
+    pub(crate) due: crate::hints::Due,
     /// The lines to tell.
     pub(crate) transcript: Transcript,
     /// When the run was admitted (the start of its root span).
@@ -50,7 +53,12 @@ pub(crate) struct Told {
 impl Told {
     /// The summary of `event`'s transition made of `actions`, decided at `now`, of a run admitted at `admitted_at`.
     pub(crate) fn of(event: &Event, actions: &[Action], now: i64, admitted_at: Instant) -> Told {
-        Told { committed: Committed::of(actions), transcript: Transcript::of(event, actions, now), admitted_at }
+        Told {
+            committed: Committed::of(actions),
+            due: crate::hints::Due::of(actions),
+            transcript: Transcript::of(event, actions, now),
+            admitted_at,
+        }
     }
 }
 
@@ -123,6 +131,7 @@ impl Engine {
         }
         if told.committed.queued {
             self.wake.notify_one();
+            self.hints.announce(&told.due, wf, &self.remote);
         }
     }
 }

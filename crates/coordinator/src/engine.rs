@@ -106,6 +106,8 @@ pub struct Engine {
     pub(crate) workflows: crate::definitions::Definitions,
     /// Woken after every commit that may have queued work.
     pub(crate) wake: Notify,
+    /// Redis dispatch hints: announced after such commits, read to wake the worker (`crate::hints`).
+    pub(crate) hints: crate::hints::Hints,
     /// This process's lease owner id.
     pub(crate) owner: String,
     /// This engine's metrics (its own recorder).
@@ -155,6 +157,7 @@ impl Engine {
             settings,
             workflows: crate::definitions::Definitions::new(crate::definitions::CAPACITY_BYTES),
             wake: Notify::new(),
+            hints: crate::hints::Hints::default(),
             owner: format!("coordinator-{}", uuid::Uuid::now_v7()),
             metrics: Metrics::new(),
             recovery_only: false,

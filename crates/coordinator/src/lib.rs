@@ -13,7 +13,8 @@
 //! view of a run, with the recovery actions the machine would accept),
 //! `metrics` (each engine's Prometheus recorder, fed after commit),
 //! `sealer` (chains the audit journal's pending entries in the background),
-//! `definitions` (the bounded cache of compiled workflows), `janitor` (vacuums the queue tables on PostgreSQL), `fence` (the restore
+//! `definitions` (the bounded cache of compiled workflows), `hints` (Redis
+//! dispatch hints: due work announced after commit, an accelerator only), `janitor` (vacuums the queue tables on PostgreSQL), `fence` (the restore
 //! and failover fence: arming, watching, the hold on a trip), `drain` (the state of
 //! a stopping service) and `running` (the service's tasks and the order in
 //! which a drain stops them),
@@ -39,6 +40,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod fence;
+pub mod hints;
 pub mod hold;
 pub mod inspection;
 pub mod janitor;

@@ -191,7 +191,8 @@ impl Metrics {
         metrics
     }
 
-    fn with(&self, record: impl FnOnce()) {
+    /// Records into this engine's recorder.
+    pub(crate) fn with(&self, record: impl FnOnce()) {
         metrics::with_local_recorder(&self.recorder, record);
     }
 

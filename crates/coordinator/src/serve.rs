@@ -199,6 +199,15 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         .with_remote(remote)
         .with_event_secrets(deployment.event_secrets.clone())
         .with_retention(deployment.config.runtime.retention.map(|r| r.ended_runs_days));
+    let engine = match &deployment.redis {
+        // Connected in the background: Redis down at start delays nothing (crate::hints).
+        Some(url) => {
+            let hints = crate::hints::Hints::start(url, engine.owner(), deployment.remote.keys(), mode == Mode::Normal)
+                .map_err(|e| ServeError::Deployment(DeploymentError::Invalid(e.to_string())))?;
+            engine.with_hints(hints)
+        }
+        None => engine,
+    };
     let traces = match &deployment.config.runtime.telemetry {
         Some(telemetry) => Traces::otlp(telemetry)?,
         None => Traces::off(),

@@ -5,8 +5,10 @@
 //!
 //! It sleeps until the store's next due instant, until this process's engine
 //! wakes it after a commit, or until another process sharing the database
-//! commits new work (`Store::wakeups`, PostgreSQL `NOTIFY`), and polls at most
-//! every [`MAX_SLEEP`] as a fallback: no busy loop. The lease
+//! commits new work (`Store::wakeups`, PostgreSQL `NOTIFY`; and, with Redis
+//! dispatch hints, another process's hint: `crate::hints`), and polls at most
+//! every [`MAX_SLEEP`] as a fallback (every `hints::SWEEP` while the hints
+//! reach Redis): no busy loop. The lease
 //! ([`WorkerOptions::lease_ms`], longer than a token request and a product
 //! request take at most) keeps other claims (of this or another process)
 //! away from a claimed row meanwhile.
@@ -97,6 +99,7 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
             Wakeups::never()
         }
     };
+    let mut hinted = engine.hints.in_process();
     // Dropping the set (the worker aborted) aborts the tasks in it.
     let mut tasks = JoinSet::new();
     while !engine.is_draining() {
@@ -112,6 +115,7 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
             }
             continue;
         }
+        let round = engine.hints.round_begins();
         let next = match claim_round(&engine, &reports, options, &mut tasks).await {
             Ok(next) => next,
             Err(e) => {
@@ -119,9 +123,11 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
                 None
             }
         };
+        engine.hints.round_ended(round);
+        let fallback = engine.hints.interval(MAX_SLEEP);
         let sleep = match next {
             Some(due) => Duration::from_millis(u64::try_from(due.saturating_sub(engine.now())).unwrap_or(0)),
-            None => MAX_SLEEP,
+            None => fallback,
         };
         if sleep.is_zero() {
             // More is due than one round takes (or another claimer holds due rows a moment).
@@ -130,8 +136,9 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
         tokio::select! {
             () = engine.wake.notified() => {}
             () = wakeups.next() => {}
+            () = hinted.next() => {}
             () = engine.drain.begun() => {}
-            () = tokio::time::sleep(sleep.min(MAX_SLEEP)) => {}
+            () = tokio::time::sleep(sleep.min(fallback)) => {}
         }
     }
     tracing::info!(tasks = tasks.len(), "worker draining: claiming nothing more");

@@ -294,6 +294,7 @@ async fn metrics(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Re
     let now = engine.now();
     engine.metrics().queue_heads(store.queue_heads(now).await.map_err(EngineError::from)?, now);
     engine.metrics().fenced(engine.is_fenced());
+    engine.hints.record(engine.metrics());
     let text = engine.metrics().render();
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }

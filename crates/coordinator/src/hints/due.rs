@@ -1,0 +1,84 @@
+//! What a committed decision made claimable, and which lanes to announce it
+//! on: a timer set, or a row queued for a step whose connection is
+//! in-process, goes on the in-process stream; a row queued for a remote
+//! connection's step on that connection's lane.
+
+use coordinator_core::machine::action::Action;
+use coordinator_core::machine::compiled::Workflow;
+
+use super::stream::Lane;
+use crate::remote::RemoteConnections;
+
+/// What a decision queued, gathered from its actions inside its transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Due {
+    /// Whether it set a timer.
+    timers: bool,
+    /// The steps it queued rows for (attempts, receipt lookups, observations).
+    steps: Vec<String>,
+}
+
+impl Due {
+    /// What `actions` queue (the same actions the store writes as queued rows and timers).
+    pub(crate) fn of(actions: &[Action]) -> Due {
+        let mut due = Due::default();
+        for action in actions {
+            match action {
+                Action::Dispatch { step, .. } | Action::RequestReceipt { step } | Action::Observe { step, .. }
+                    if !due.steps.contains(step) =>
+                {
+                    due.steps.push(step.clone());
+                }
+                Action::ScheduleTimer { .. } => due.timers = true,
+                _ => {}
+            }
+        }
+        due
+    }
+
+    /// Whether nothing was queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.timers && self.steps.is_empty()
+    }
+
+    /// The lanes to announce on, each once, in-process first.
+    pub(crate) fn lanes(&self, wf: &Workflow, remote: &RemoteConnections) -> Vec<Lane> {
+        let mut lanes = Vec::new();
+        if self.timers {
+            lanes.push(Lane::InProcess);
+        }
+        for step in &self.steps {
+            let lane = match crate::remote::connection_of(wf, step) {
+                Some(connection) if remote.contains_key(connection) => Lane::Remote(connection.to_owned()),
+                _ => Lane::InProcess,
+            };
+            if !lanes.contains(&lane) {
+                lanes.push(lane);
+            }
+        }
+        lanes.sort();
+        lanes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coordinator_core::machine::event::Timer;
+    use coordinator_core::machine::time::Instant;
+
+    use super::*;
+
+    #[test]
+    fn queued_rows_and_timers_are_due_and_nothing_else() {
+        let actions = [
+            Action::Dispatch { step: "notify".into(), attempt: 1, not_before: Instant(5) },
+            Action::RequestReceipt { step: "notify".into() },
+            Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(9) },
+            Action::CancelTimer { timer: Timer::RunDeadline },
+        ];
+        let due = Due::of(&actions);
+        assert_eq!(due, Due { timers: true, steps: vec!["notify".into()] });
+        assert!(!due.is_empty());
+        assert!(Due::of(&[Action::CancelTimer { timer: Timer::RunDeadline }]).is_empty());
+    }
+}
