@@ -137,10 +137,15 @@ async fn setup_with(remote: &[&str], tls: bool) -> Setup {
 impl Setup {
     /// A worker process serving `connections` with the worker's token.
     fn worker(&self, connections: &[&str], log: &str) -> WorkerProcess {
+        self.worker_with(connections, log, WORKER_TOKEN)
+    }
+
+    /// A worker process serving `connections` with `token`.
+    fn worker_with(&self, connections: &[&str], log: &str, token: &str) -> WorkerProcess {
         let ca = self.dir.path().join("certs/ca.pem");
         let ca = self.tls.then_some(ca.as_path());
         let (at, grpc, sims) = (self.dir.path().join("worker"), &self.deployed.grpc, &self.sims.base);
-        let config = workers::write_worker_with(&at, grpc, ca, sims, connections, WORKER_TOKEN);
+        let config = workers::write_worker_with(&at, grpc, ca, sims, connections, token);
         WorkerProcess::spawn(&config, &self.dir.path().join(log))
     }
 }
@@ -313,5 +318,16 @@ fn a_worker_reaches_the_coordinator_over_tls_with_a_private_ca() {
             }
         };
         assert!(refused, "a plaintext call was answered on the TLS listener");
+    });
+}
+
+#[test]
+fn a_worker_whose_token_the_coordinator_refuses_stops_with_exit_code_1() {
+    on_runtime(async {
+        let setup = setup(&["messaging"]).await;
+        let mut worker = setup.worker_with(&["messaging"], "worker.log", "not-the-token");
+        assert_eq!(worker.exited().await, Some(1), "{}", process::read(&worker.log));
+        let log = process::read(&worker.log);
+        assert!(log.contains("Unauthenticated") && !log.contains("not-the-token"), "{log}");
     });
 }

@@ -14,7 +14,9 @@ use coordinator_core::model::runtime::SecretRef;
 use coordinator_core::model::worker::WorkerFile;
 use coordinator_products::Secret;
 
-use super::Worker;
+use std::sync::Arc;
+
+use super::{TokenRefresh, Worker};
 use crate::deployment::{DeploymentError, product_connection, resolve_secret};
 
 /// Why a worker file cannot be used.
@@ -68,9 +70,12 @@ impl WorkerConfig {
         }
     }
 
+    fn base(&self) -> PathBuf {
+        self.file.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
     fn secret(&self, reference: &SecretRef, what: &str) -> Result<Secret, DeploymentError> {
-        let base = self.file.parent().map(Path::to_path_buf).unwrap_or_default();
-        resolve_secret(&base, reference, what)
+        resolve_secret(&self.base(), reference, what)
     }
 
     /// Resolves every reference and builds the connections.
@@ -92,6 +97,15 @@ impl WorkerConfig {
             }
         }
         let concurrency = usize::try_from(self.worker.effective_concurrency()).unwrap_or(1);
-        Ok(Worker { address: endpoint.address.clone(), token, ca_certificate, connections, concurrency })
+        let (base, reference) = (self.base(), endpoint.token.clone());
+        let token_refresh: TokenRefresh = Arc::new(move || resolve_secret(&base, &reference, "coordinator.token").ok());
+        Ok(Worker {
+            address: endpoint.address.clone(),
+            token,
+            ca_certificate,
+            connections,
+            concurrency,
+            token_refresh: Some(token_refresh),
+        })
     }
 }

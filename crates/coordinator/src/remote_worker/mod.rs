@@ -46,7 +46,14 @@ pub struct Worker {
     pub connections: HashMap<String, Connection>,
     /// Requests in flight at once.
     pub concurrency: usize,
+    /// Reads the token again (from its reference), for a token that is
+    /// replaced while the worker runs (an OIDC JWT renewed by a sidecar):
+    /// tried once when the coordinator answers `UNAUTHENTICATED`.
+    pub token_refresh: Option<TokenRefresh>,
 }
+
+/// Reads the worker's token again; `None` when it cannot be read now.
+pub type TokenRefresh = Arc<dyn Fn() -> Option<Secret> + Send + Sync>;
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -70,13 +77,36 @@ pub enum WorkerError {
 /// The gRPC client with the worker's bearer token on every call.
 pub(crate) type Client = TaskServiceClient<InterceptedService<Channel, Bearer>>;
 
-/// Adds `authorization: Bearer <token>` to every call.
+/// Adds `authorization: Bearer <token>` to every call (the token may be replaced: [`Bearer::replace`]).
 #[derive(Clone)]
-pub(crate) struct Bearer(MetadataValue<tonic::metadata::Ascii>);
+pub(crate) struct Bearer(Arc<std::sync::RwLock<MetadataValue<tonic::metadata::Ascii>>>);
+
+impl Bearer {
+    fn new(token: &Secret) -> Result<Bearer, WorkerError> {
+        Ok(Bearer(Arc::new(std::sync::RwLock::new(header(token)?))))
+    }
+
+    /// Sends `token` from now on; false when it is the token sent already.
+    fn replace(&self, token: &Secret) -> Result<bool, WorkerError> {
+        let new = header(token)?;
+        let mut current = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *current == new {
+            return Ok(false);
+        }
+        *current = new;
+        Ok(true)
+    }
+}
+
+fn header(token: &Secret) -> Result<MetadataValue<tonic::metadata::Ascii>, WorkerError> {
+    MetadataValue::try_from(format!("Bearer {}", token.expose()))
+        .map_err(|_| WorkerError::Address("the worker token holds characters a header cannot carry".into()))
+}
 
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request.metadata_mut().insert("authorization", self.0.clone());
+        let value = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        request.metadata_mut().insert("authorization", value);
         Ok(request)
     }
 }
@@ -91,7 +121,7 @@ pub(crate) struct Shared {
 
 impl Worker {
     /// The client of the coordinator (connecting lazily: an unreachable coordinator is retried, not fatal).
-    fn client(&self) -> Result<Client, WorkerError> {
+    fn client(&self, bearer: Bearer) -> Result<Client, WorkerError> {
         let mut endpoint =
             Endpoint::from_shared(self.address.clone()).map_err(|e| WorkerError::Address(e.to_string()))?;
         if self.address.starts_with("https://") {
@@ -102,14 +132,14 @@ impl Worker {
             endpoint = endpoint.tls_config(tls).map_err(|e| WorkerError::Address(e.to_string()))?;
         }
         let endpoint = endpoint.connect_timeout(Duration::from_secs(5)).tcp_nodelay(true);
-        let header = MetadataValue::try_from(format!("Bearer {}", self.token.expose()))
-            .map_err(|_| WorkerError::Address("the worker token holds characters a header cannot carry".into()))?;
-        Ok(TaskServiceClient::with_interceptor(endpoint.connect_lazy(), Bearer(header)))
+        Ok(TaskServiceClient::with_interceptor(endpoint.connect_lazy(), bearer))
     }
 
     /// Runs until `stop` turns true (then finishes the tasks in flight) or the coordinator refuses the worker.
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> Result<(), WorkerError> {
-        let client = self.client()?;
+        let bearer = Bearer::new(&self.token)?;
+        let refresh = self.token_refresh.clone();
+        let client = self.client(bearer.clone())?;
         let owner = format!("worker-{}", uuid::Uuid::now_v7());
         let mut connections: Vec<String> = self.connections.keys().cloned().collect();
         connections.sort();
@@ -164,6 +194,9 @@ impl Worker {
                         });
                     }
                 }
+                Err(status) if status.code() == Code::Unauthenticated && reread_token(refresh.as_ref(), &bearer)? => {
+                    tracing::info!("the coordinator refused the token; read it again and polling with the new one");
+                }
                 Err(status) if refused(&status) => {
                     tracing::error!(code = ?status.code(), message = status.message(), "the coordinator refused this worker");
                     break Err(WorkerError::Refused(status.message().to_owned()));
@@ -185,6 +218,14 @@ impl Worker {
     }
 }
 
+/// Reads the token again; true when a new one will be sent.
+fn reread_token(refresh: Option<&TokenRefresh>, bearer: &Bearer) -> Result<bool, WorkerError> {
+    match refresh.and_then(|refresh| refresh()) {
+        Some(token) => bearer.replace(&token),
+        None => Ok(false),
+    }
+}
+
 /// Whether a status says the worker itself is not accepted (a retry cannot help).
 fn refused(status: &Status) -> bool {
     matches!(status.code(), Code::Unauthenticated | Code::PermissionDenied | Code::NotFound | Code::InvalidArgument)
@@ -198,6 +239,29 @@ pub(crate) fn backoff(failures: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replaced_token_is_sent_from_then_on_and_an_unchanged_one_is_not_a_change() {
+        let first = Secret::new("first");
+        let bearer = match Bearer::new(&first) {
+            Ok(bearer) => bearer,
+            Err(e) => panic!("{e}"),
+        };
+        let sent = |bearer: &mut Bearer| {
+            let request = tonic::service::Interceptor::call(bearer, Request::new(()));
+            request.ok().and_then(|r| r.metadata().get("authorization").map(|v| v.to_str().unwrap_or("").to_owned()))
+        };
+        let mut interceptor = bearer.clone();
+        assert_eq!(sent(&mut interceptor).as_deref(), Some("Bearer first"));
+        let same: TokenRefresh = Arc::new(|| Some(Secret::new("first")));
+        assert_eq!(reread_token(Some(&same), &bearer).ok(), Some(false), "the same token: the refusal stands");
+        let renewed: TokenRefresh = Arc::new(|| Some(Secret::new("second")));
+        assert_eq!(reread_token(Some(&renewed), &bearer).ok(), Some(true));
+        assert_eq!(sent(&mut interceptor).as_deref(), Some("Bearer second"), "every clone sends the new token");
+        let unreadable: TokenRefresh = Arc::new(|| None);
+        assert_eq!(reread_token(Some(&unreadable), &bearer).ok(), Some(false));
+        assert_eq!(reread_token(None, &bearer).ok(), Some(false));
+    }
 
     #[test]
     fn the_backoff_doubles_up_to_its_cap() {

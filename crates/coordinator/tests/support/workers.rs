@@ -136,6 +136,17 @@ impl WorkerProcess {
         assert!(sent.is_ok_and(|s| s.success()), "kill -{name}");
     }
 
+    /// Waits (polling, at most five minutes: a failure guard) until the process exits; its exit code.
+    pub async fn exited(&mut self) -> Option<i32> {
+        for _ in 0..6000 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("coordinator worker did not exit");
+    }
+
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
