@@ -131,6 +131,10 @@ impl Engine {
         }
         if told.committed.queued {
             self.wake.notify_one();
+            let lanes = if self.remote.is_empty() { Vec::new() } else { told.due.lanes(wf, &self.remote) };
+            if lanes.iter().any(|lane| matches!(lane, crate::hints::Lane::Remote(_))) {
+                self.lane_work_queued();
+            }
             self.hints.announce(&told.due, wf, &self.remote);
         }
     }

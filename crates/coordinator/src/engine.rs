@@ -128,6 +128,9 @@ pub struct Engine {
     pub(crate) traces: Traces,
     /// Bumped after every committed decision (the console's live updates).
     changes: tokio::sync::watch::Sender<u64>,
+    /// Bumped after a commit that queued work in a remote connection's lane
+    /// (it wakes `PollTasks` waiting in this process, `crate::remote`).
+    lane_work: tokio::sync::watch::Sender<u64>,
     /// The restore fence's watch (`crate::fence`).
     pub(crate) fence: crate::fence::Watch,
 }
@@ -168,6 +171,7 @@ impl Engine {
             drain: Drain::new(),
             traces: Traces::off(),
             changes: tokio::sync::watch::Sender::new(0),
+            lane_work: tokio::sync::watch::Sender::new(0),
             fence: crate::fence::Watch::default(),
         }
     }
@@ -254,6 +258,16 @@ impl Engine {
     /// Watches committed decisions (a counter that moves on each).
     pub(crate) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// Says that work was queued in a remote connection's lane (waiting polls look again).
+    pub(crate) fn lane_work_queued(&self) {
+        self.lane_work.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes whenever [`Engine::lane_work_queued`] is called.
+    pub(crate) fn lane_work(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.lane_work.subscribe()
     }
 
     /// The machine's settings.

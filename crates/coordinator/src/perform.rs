@@ -96,6 +96,9 @@ async fn to_lane(
         return reports.apply(Claim::Work(item), event, wf, note).await;
     }
     let relaned = engine.store.relane(&item, &engine.owner, Some(&lane)).await?;
+    if relaned {
+        engine.lane_work_queued();
+    }
     tracing::debug!(run_id = %item.run_id, step = %item.step, connection = %lane, relaned, "back to its lane for remote workers");
     Ok(())
 }

@@ -47,12 +47,12 @@ use tokio::task::JoinHandle;
 
 pub(crate) use due::Due;
 pub(crate) use signal::Hinted;
+pub(crate) use stream::Lane;
 
 use announcer::Announcer;
 use health::Health;
 use reader::Reader;
 use signal::{Signal, Waiting};
-use stream::Lane;
 
 use crate::engine::Engine;
 use crate::metrics::Metrics;

@@ -124,7 +124,8 @@ impl TaskService for TaskApi {
             ));
         }
         let deadline = tokio::time::Instant::now() + wait;
-        let mut changes = self.engine.changes();
+        // Woken by this process's commits that queue lane work, not by every commit.
+        let mut changes = self.engine.lane_work();
         let mut hinted = self.engine.hints.polling(&lanes);
         loop {
             if self.engine.is_draining() {
