@@ -23,7 +23,7 @@ use crate::stack::{
 use crate::{FINISH_LIMIT, Options, three_calls_input};
 
 /// A child process killed when dropped.
-struct Process(Child);
+pub(crate) struct Process(pub(crate) Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
@@ -32,7 +32,7 @@ impl Drop for Process {
     }
 }
 
-fn spawn(bin: &Path, args: &[&str], file: &Path, log: &Path) -> anyhow::Result<Process> {
+pub(crate) fn spawn(bin: &Path, args: &[&str], file: &Path, log: &Path) -> anyhow::Result<Process> {
     let out = std::fs::File::create(log)?;
     let child = Command::new(bin)
         .args(args)
@@ -142,7 +142,7 @@ async fn row(options: &Options, runs: usize, clients: usize, serves: usize, work
 }
 
 /// A worker.yaml serving both connections of the fixture for the coordinator at `address`.
-fn write_worker(dir: &Path, address: &str, sims: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn write_worker(dir: &Path, address: &str, sims: &str) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("token"), WORKER_TOKEN)?;
     std::fs::write(dir.join("client-secret"), coordinator_sim::DEFAULT_CLIENT.1)?;
@@ -157,7 +157,7 @@ fn write_worker(dir: &Path, address: &str, sims: &str) -> anyhow::Result<PathBuf
     Ok(path)
 }
 
-async fn wait_ready(url: &str) -> anyhow::Result<()> {
+pub(crate) async fn wait_ready(url: &str) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
     for _ in 0..600 {
         if let Ok(r) = client.get(format!("{url}/readyz")).send().await
@@ -170,7 +170,7 @@ async fn wait_ready(url: &str) -> anyhow::Result<()> {
     Err(anyhow!("{url} did not become ready"))
 }
 
-async fn metrics(url: &str) -> anyhow::Result<String> {
+pub(crate) async fn metrics(url: &str) -> anyhow::Result<String> {
     let client = reqwest::Client::new();
     Ok(client.get(format!("{url}/metrics")).bearer_auth(API_TOKEN).send().await?.text().await?)
 }
@@ -213,11 +213,11 @@ impl Usage {
 
 /// Cumulative buckets (upper bound in seconds → count) summed over processes.
 #[derive(Default)]
-struct Histogram(Vec<(f64, f64)>);
+pub(crate) struct Histogram(Vec<(f64, f64)>);
 
 impl Histogram {
     /// Adds the `path` buckets of `coordinator_dispatch_delay_seconds` from a Prometheus text.
-    fn add(&mut self, text: &str, path: &str) {
+    pub(crate) fn add(&mut self, text: &str, path: &str) {
         let prefix = "coordinator_dispatch_delay_seconds_bucket{";
         for line in text.lines().filter(|l| l.starts_with(prefix) && l.contains(&format!("path=\"{path}\""))) {
             let Some((labels, count)) = line.rsplit_once(' ') else { continue };
@@ -233,7 +233,7 @@ impl Histogram {
     }
 
     /// The `q` quantile in ms, interpolated linearly inside its bucket.
-    fn quantile_ms(&self, q: f64) -> String {
+    pub(crate) fn quantile_ms(&self, q: f64) -> String {
         let Some(&(_, total)) = self.0.last() else { return "—".to_owned() };
         let rank = q * total;
         let mut lower = (0.0, 0.0);

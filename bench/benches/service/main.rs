@@ -13,6 +13,7 @@
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
 //! cargo bench -p coordinator-bench --bench service -- history [sizes=0,1000000] [entries=12] [clients=32] [runs=3000] [rate=200] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- workers [serves=1,2] [workers=0,2,4] [clients=32] [runs=3000]
+//! cargo bench -p coordinator-bench --bench service -- dispatch [layout=remote,in-process] [fixture=one-call,three-calls] [redis=off,on] [notify=on|off] [rate=20] [seconds=30] [clients=0] [runs=3000] [repeat=1]
 //! ```
 //!
 //! `pg=sslmode=disable` (any URL query) is added to the PostgreSQL URL the
@@ -24,6 +25,7 @@
 
 mod console;
 mod dbwork;
+mod dispatch;
 mod fleet;
 mod history;
 mod load;
@@ -48,7 +50,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let Some((scenario, rest)) = args.split_first() else {
         bail!(
-            "name a scenario: throughput, latency, timers, pgbench, console, history or workers (see the top of benches/service/main.rs)"
+            "name a scenario: throughput, latency, timers, pgbench, console, history, workers or dispatch (see the top of benches/service/main.rs)"
         );
     };
     let options = Options::parse(rest)?;
@@ -62,8 +64,9 @@ fn main() -> anyhow::Result<()> {
             "console" => console::console(&options).await,
             "history" => history::history(&options).await,
             "workers" => fleet::fleet(&options).await,
+            "dispatch" => dispatch::dispatch(&options).await,
             other => {
-                bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench, console, history or workers")
+                bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench, console, history, workers or dispatch")
             }
         }
     })
