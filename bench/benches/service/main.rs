@@ -13,7 +13,7 @@
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
 //! cargo bench -p coordinator-bench --bench service -- history [sizes=0,1000000] [entries=12] [clients=32] [runs=3000] [rate=200] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- workers [serves=1,2] [workers=0,2,4] [clients=32] [runs=3000]
-//! cargo bench -p coordinator-bench --bench service -- dispatch [layout=remote,in-process] [fixture=one-call,three-calls] [redis=off,on] [notify=on|off] [rate=20] [seconds=30] [clients=0] [runs=3000] [repeat=1]
+//! cargo bench -p coordinator-bench --bench service -- dispatch [layout=remote,in-process] [fixture=one-call,three-calls] [redis=off,on] [notify=on,off] [rate=20] [seconds=30] [clients=0] [runs=3000] [repeat=1]
 //! ```
 //!
 //! `pg=sslmode=disable` (any URL query) is added to the PostgreSQL URL the
