@@ -141,6 +141,7 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
             () = tokio::time::sleep(sleep.min(fallback)) => {}
         }
     }
+    engine.hints.worker_stopped();
     tracing::info!(tasks = tasks.len(), "worker draining: claiming nothing more");
     while tasks.join_next().await.is_some() {}
 }

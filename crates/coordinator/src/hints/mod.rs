@@ -180,6 +180,13 @@ impl Hints {
         }
     }
 
+    /// The worker stopped for good (drained): its stream is left to the other processes.
+    pub(crate) fn worker_stopped(&self) {
+        if let Some(live) = &self.live {
+            live.in_process.close();
+        }
+    }
+
     /// A poll waiting for `lanes` (the remote connections it serves).
     pub(crate) fn polling(&self, lanes: &[String]) -> Polling<'_> {
         let signals: Vec<&Signal> = match &self.live {

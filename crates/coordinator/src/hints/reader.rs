@@ -6,7 +6,8 @@
 //! process woke itself when it committed), and `XACK`s them once the claim
 //! round (or offer) that follows has ended — or after [`ACK_WAIT`], since a
 //! hint is never the authority. A lane's reader reads only while one of this
-//! process's polls waits for the lane.
+//! process's polls waits for the lane, the in-process one until the worker
+//! drained.
 //!
 //! Losing Redis costs latency only: a lost connection is reopened with
 //! [`Backoff`]; a missing group (`NOGROUP`: Redis restarted without
@@ -111,8 +112,13 @@ impl Reader {
         backoff: &mut Backoff,
     ) -> redis::RedisError {
         loop {
-            if matches!(self.lane, Lane::Remote(_)) && !self.signal.is_wanted() {
+            let reading = match self.lane {
+                // A drained worker claims nothing: leave the hints to the other processes.
+                Lane::InProcess => !self.signal.is_closed(),
                 // No poll of this process waits: leave the lane's hints to the processes whose polls do.
+                Lane::Remote(_) => self.signal.is_wanted(),
+            };
+            if !reading {
                 self.signal.wanted(BLOCK).await;
                 continue;
             }

@@ -6,7 +6,7 @@
 //! poll waits for it ([`Signal::waiting`]): a process none of whose workers
 //! waits must not take the lane's hints from the one whose workers do.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
@@ -24,6 +24,8 @@ pub(crate) struct Signal {
     waiting: AtomicUsize,
     /// Told when a poll starts waiting.
     interest: Notify,
+    /// Whether what it wakes stopped for good (the worker drained).
+    closed: AtomicBool,
 }
 
 impl Default for Signal {
@@ -34,6 +36,7 @@ impl Default for Signal {
             done: watch::Sender::new(0),
             waiting: AtomicUsize::new(0),
             interest: Notify::new(),
+            closed: AtomicBool::new(false),
         }
     }
 }
@@ -69,6 +72,16 @@ impl Signal {
     pub(crate) async fn round_after(&self, begun: u64, limit: Duration) -> bool {
         let mut done = self.done.subscribe();
         tokio::time::timeout(limit, done.wait_for(|done| *done > begun)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// What it wakes stopped for good: its stream is read no more.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Signal::close`] was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     /// Counts a poll waiting until the guard is dropped.

@@ -162,6 +162,24 @@ async fn own_hints_wake_nothing_and_a_lane_is_read_only_while_a_poll_waits() {
     assert!(tokio::time::timeout(Duration::from_millis(1500), woken.next()).await.is_err(), "its own hint woke it");
     assert_eq!(pending(&mut con, &Lane::InProcess).await, 0, "acknowledged at once");
 
+    // A drained worker's process reads no more: another process's hint is left for the others.
+    hints.worker_stopped();
+    tokio::time::sleep(reader::BLOCK * 2).await;
+    let id: String =
+        xadd(&Lane::InProcess, "coordinator-a", 1).query_async(&mut con).await.unwrap_or_else(|e| panic!("XADD: {e}"));
+    assert!(tokio::time::timeout(reader::BLOCK * 2, woken.next()).await.is_err(), "woken after the drain");
+    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(Lane::InProcess.key())
+        .query_async(&mut con)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let delivered = groups
+        .first()
+        .and_then(|g| g.get("last-delivered-id").cloned())
+        .and_then(|v| redis::from_redis_value::<String>(v).ok());
+    assert_ne!(delivered.as_deref(), Some(id.as_str()), "the hint was taken after the drain");
+
     let lane = Lane::Remote("registry".into());
     add(&mut con, &lane, "coordinator-a").await;
     tokio::time::sleep(reader::BLOCK * 2).await;
