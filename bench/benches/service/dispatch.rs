@@ -24,7 +24,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use sqlx::postgres::PgPoolOptions;
 
-use crate::fleet::{Histogram, Process, metrics, spawn, wait_ready, write_worker};
+use crate::fleet::{Histogram, Process, end_row, metrics, spawn, wait_ready, write_worker};
 use crate::load::{Admitter, closed_loop, open_loop, wait_finished};
 use crate::stack::{Observer, PgScratch, coordinator_bin, free_port, machine_ticks, read_listen, repo, sim_server};
 use crate::{FINISH_LIMIT, Options, three_calls_input};
@@ -211,15 +211,7 @@ async fn row(options: &Options, layout: &str, fixture: &str, notify: bool, on: b
         if on { format!("{woke:.0}") } else { "—".to_owned() },
         100.0 * (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64,
     );
-    if admissions.failed > 0 {
-        println!("  {} admissions failed; first: {:?}", admissions.failed, admissions.first_failure);
-    }
-    if finished < admissions.admitted {
-        println!("  NOT ALL FINISHED ({finished} of {}): states {:?}", admissions.admitted, observer.states().await?);
-    }
-    if let Observer::Pg(pool) = &observer {
-        pool.close().await;
-    }
+    end_row(&observer, &admissions, finished).await?;
     drop(procs);
     drop(pg);
     Ok(())

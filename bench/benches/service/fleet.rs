@@ -15,12 +15,12 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use sqlx::postgres::PgPoolOptions;
 
-use crate::load::{Admitter, closed_loop, wait_finished};
+use crate::load::{Admissions, Admitter, closed_loop, wait_finished};
 use crate::stack::{
-    API_TOKEN, Observer, PgScratch, WORKER_TOKEN, connection_yaml, coordinator_bin, cpu_seconds, cpu_seconds_of,
-    free_port, machine_ticks, read_listen, repo, sim_server, write_deployment,
+    API_TOKEN, Observer, PgScratch, WORKER_TOKEN, connection_yaml, coordinator_bin, free_port, read_listen, repo,
+    sim_server, write_deployment,
 };
-use crate::{FINISH_LIMIT, Options, three_calls_input};
+use crate::{Cpu, FINISH_LIMIT, Options, three_calls_input};
 
 /// A child process killed when dropped.
 pub(crate) struct Process(pub(crate) Child);
@@ -108,11 +108,11 @@ async fn row(options: &Options, runs: usize, clients: usize, serves: usize, work
     }
     let observer = Observer::Pg(PgPoolOptions::new().max_connections(1).connect(&url).await?);
     let admitter = Arc::new(Admitter::new(&urls[0], &workflow, &revision, "fleet", three_calls_input)?);
-    let before = Usage::read(&serve_pids, &worker_pids)?;
+    let before = Cpu::read_all(&serve_pids, &worker_pids)?;
     let admissions = closed_loop(admitter, clients, runs, None).await?;
     let (finished, _, last) =
         wait_finished(&observer, admissions.admitted, Duration::from_millis(50), FINISH_LIMIT).await?;
-    let usage = Usage::read(&serve_pids, &worker_pids)?.since(&before);
+    let usage = Cpu::read_all(&serve_pids, &worker_pids)?.since(&before);
     let wall = (last - admissions.first_sent_ms) as f64 / 1000.0;
     let mut delays = Histogram::default();
     for url in &urls {
@@ -124,20 +124,30 @@ async fn row(options: &Options, runs: usize, clients: usize, serves: usize, work
         finished as f64 / wall,
         delays.quantile_ms(0.5),
         delays.quantile_ms(0.99),
-        per_run(usage.serve),
+        per_run(usage.coordinator),
         if workers > 0 { per_run(usage.workers) } else { "—".to_owned() },
         per_run(usage.bench),
         per_run(usage.postgres),
-        100.0 * usage.busy as f64 / usage.total.max(1) as f64,
+        usage.busy_percent(),
     );
+    end_row(&observer, &admissions, finished).await?;
+    drop(procs);
+    drop(pg);
+    Ok(())
+}
+
+/// Says what did not go through in a row and closes the observer's pool
+/// (before the scratch database is dropped).
+pub(crate) async fn end_row(observer: &Observer, admissions: &Admissions, finished: usize) -> anyhow::Result<()> {
+    if admissions.failed > 0 {
+        println!("  {} admissions failed; first: {:?}", admissions.failed, admissions.first_failure);
+    }
     if finished < admissions.admitted {
         println!("  NOT ALL FINISHED ({finished} of {}): states {:?}", admissions.admitted, observer.states().await?);
     }
-    if let Observer::Pg(pool) = &observer {
+    if let Observer::Pg(pool) = observer {
         pool.close().await;
     }
-    drop(procs);
-    drop(pg);
     Ok(())
 }
 
@@ -173,42 +183,6 @@ pub(crate) async fn wait_ready(url: &str) -> anyhow::Result<()> {
 pub(crate) async fn metrics(url: &str) -> anyhow::Result<String> {
     let client = reqwest::Client::new();
     Ok(client.get(format!("{url}/metrics")).bearer_auth(API_TOKEN).send().await?.text().await?)
-}
-
-/// CPU seconds by process kind and the machine's ticks.
-struct Usage {
-    serve: f64,
-    workers: f64,
-    bench: f64,
-    postgres: f64,
-    busy: u64,
-    total: u64,
-}
-
-impl Usage {
-    fn read(serves: &[u32], workers: &[u32]) -> anyhow::Result<Usage> {
-        let sum = |pids: &[u32]| -> anyhow::Result<f64> { pids.iter().map(|p| cpu_seconds(Some(*p))).sum() };
-        let (busy, total) = machine_ticks()?;
-        Ok(Usage {
-            serve: sum(serves)?,
-            workers: sum(workers)?,
-            bench: cpu_seconds(None)?,
-            postgres: cpu_seconds_of("postgres")?,
-            busy,
-            total,
-        })
-    }
-
-    fn since(&self, before: &Usage) -> Usage {
-        Usage {
-            serve: self.serve - before.serve,
-            workers: self.workers - before.workers,
-            bench: self.bench - before.bench,
-            postgres: self.postgres - before.postgres,
-            busy: self.busy - before.busy,
-            total: self.total - before.total,
-        }
-    }
 }
 
 /// Cumulative buckets (upper bound in seconds → count) summed over processes.

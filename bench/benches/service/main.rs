@@ -276,33 +276,43 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// CPU used so far: the machine's busy and total ticks, the coordinator, this
-/// process (load and simulators) and the PostgreSQL server's processes.
-struct Cpu {
+/// CPU used so far: the machine's busy and total ticks, the coordinator
+/// processes, the remote workers, this process (load and simulators) and the
+/// PostgreSQL server's processes.
+pub(crate) struct Cpu {
     busy: u64,
     total: u64,
-    coordinator: f64,
-    bench: f64,
-    postgres: f64,
+    pub(crate) coordinator: f64,
+    pub(crate) workers: f64,
+    pub(crate) bench: f64,
+    pub(crate) postgres: f64,
 }
 
 impl Cpu {
     fn read(coordinator: u32) -> anyhow::Result<Cpu> {
+        Cpu::read_all(&[coordinator], &[])
+    }
+
+    /// With several coordinator processes and the remote workers' processes.
+    pub(crate) fn read_all(coordinators: &[u32], workers: &[u32]) -> anyhow::Result<Cpu> {
+        let sum = |pids: &[u32]| -> anyhow::Result<f64> { pids.iter().map(|p| cpu_seconds(Some(*p))).sum() };
         let (busy, total) = machine_ticks()?;
         Ok(Cpu {
             busy,
             total,
-            coordinator: cpu_seconds(Some(coordinator))?,
+            coordinator: sum(coordinators)?,
+            workers: sum(workers)?,
             bench: cpu_seconds(None)?,
             postgres: cpu_seconds_of("postgres")?,
         })
     }
 
-    fn since(&self, before: &Cpu) -> Cpu {
+    pub(crate) fn since(&self, before: &Cpu) -> Cpu {
         Cpu {
             busy: self.busy - before.busy,
             total: self.total - before.total,
             coordinator: self.coordinator - before.coordinator,
+            workers: self.workers - before.workers,
             bench: self.bench - before.bench,
             postgres: self.postgres - before.postgres,
         }
@@ -310,7 +320,7 @@ impl Cpu {
 }
 
 impl Cpu {
-    fn busy_percent(&self) -> f64 {
+    pub(crate) fn busy_percent(&self) -> f64 {
         100.0 * self.busy as f64 / self.total.max(1) as f64
     }
 }
