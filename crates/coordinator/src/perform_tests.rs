@@ -102,7 +102,7 @@ async fn claim(engine: &Engine) -> Vec<(WorkItem, ClaimedRun)> {
 async fn a_claim_not_yet_sent_when_draining_begins_is_given_back_and_taken_again_at_once() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine = engine(dir.path()).await;
-    let (reports, committer) = committer::start(Arc::clone(&engine), None);
+    let (reports, committer) = committer::start(Arc::clone(&engine));
     let mut claimed = claim(&engine).await;
     assert_eq!(claimed.len(), 1, "the first read is due");
     let (item, run) = claimed.remove(0);
@@ -121,7 +121,7 @@ async fn a_claim_not_yet_sent_when_draining_begins_is_given_back_and_taken_again
 async fn outside_a_drain_the_same_claim_is_acted_on_and_its_answer_applied() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine = engine(dir.path()).await;
-    let (reports, committer) = committer::start(Arc::clone(&engine), None);
+    let (reports, committer) = committer::start(Arc::clone(&engine));
     let mut claimed = claim(&engine).await;
     let (item, run) = claimed.remove(0);
     assert!(perform(&engine, &reports, item, run).await.is_ok());

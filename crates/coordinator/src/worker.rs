@@ -13,14 +13,9 @@
 //! request take at most) keeps other claims (of this or another process)
 //! away from a claimed row meanwhile.
 //!
-//! Work its own committer leased as it committed (eager dispatch,
-//! `committer::Handoff`) arrives on a queue and is started at once, as a
-//! claim's is, without a claim round.
-//!
 //! Draining (`crate::drain`): the worker claims nothing more and waits for
 //! its tasks, each of which finishes a request it sent or gives its claim
-//! back, so a routine stop leaves no lease to run out and no effect uncertain;
-//! work leased to it after the drain began is given back.
+//! back, so a routine stop leaves no lease to run out and no effect uncertain.
 //! A claim round that claimed something is a span of its own; every round's
 //! duration is a metric.
 
@@ -32,11 +27,10 @@ use coordinator_products::Connection;
 use coordinator_store::{Claim, ClaimLimits, Due, TimerItem, Wakeups, WorkScope};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::after::Note;
-use crate::committer::{self, Handoff, Leased, Reports};
+use crate::committer::{self, Reports};
 use crate::engine::Engine;
 use crate::error::EngineError;
 
@@ -95,9 +89,7 @@ pub async fn run(engine: Arc<Engine>) {
 /// until the engine drains: then it claims nothing more and returns once every
 /// task it started has finished (an answer committed, or an unsent claim given back).
 pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
-    let (handed, mut leased) = mpsc::unbounded_channel();
-    let handoff = Handoff { lease_ms: options.lease_ms, scope: scope(&engine), to: handed };
-    let (reports, committer) = committer::start(Arc::clone(&engine), Some(handoff));
+    let (reports, committer) = committer::start(Arc::clone(&engine));
     // The committer stops with the worker (this future dropped or aborted).
     let _committer = AbortOnDrop(committer);
     let mut wakeups = match engine.store.wakeups().await {
@@ -141,47 +133,17 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
             // More is due than one round takes (or another claimer holds due rows a moment).
             continue;
         }
-        let asleep = tokio::time::sleep(sleep.min(fallback));
-        tokio::pin!(asleep);
-        loop {
-            tokio::select! {
-                Some(work) = leased.recv() => {
-                    // Leased work is started while the worker sleeps on: it needs no claim round.
-                    while tasks.try_join_next().is_some() {}
-                    start(&engine, &reports, &mut tasks, work);
-                    while let Ok(work) = leased.try_recv() {
-                        start(&engine, &reports, &mut tasks, work);
-                    }
-                    continue;
-                }
-                () = engine.wake.notified() => {}
-                () = wakeups.next() => {}
-                () = hinted.next() => {}
-                () = engine.drain.begun() => {}
-                () = &mut asleep => {}
-            }
-            break;
+        tokio::select! {
+            () = engine.wake.notified() => {}
+            () = wakeups.next() => {}
+            () = hinted.next() => {}
+            () = engine.drain.begun() => {}
+            () = tokio::time::sleep(sleep.min(fallback)) => {}
         }
     }
     engine.hints.worker_stopped();
     tracing::info!(tasks = tasks.len(), "worker draining: claiming nothing more");
     while tasks.join_next().await.is_some() {}
-    // Every report has been answered, so nothing more is leased: what was leased after the drain began goes back.
-    leased.close();
-    while let Some((item, _)) = leased.recv().await {
-        committer::release(&engine, item).await;
-    }
-}
-
-/// Starts a task doing claimed or leased work: its request and its report.
-fn start(engine: &Arc<Engine>, reports: &Reports, tasks: &mut JoinSet<()>, (item, run): Leased) {
-    engine.metrics().dispatch_delay("in-process", run.due_at, engine.now());
-    let (engine, reports) = (Arc::clone(engine), reports.clone());
-    tasks.spawn(async move {
-        let kind = item.kind.as_str();
-        let result = crate::perform::perform(&engine, &reports, item, run).await;
-        report(result, kind);
-    });
 }
 
 /// The work this engine's worker takes: receipts only in recovery-only mode.
@@ -233,8 +195,15 @@ async fn claim_round(
         });
     }
     while firing.join_next().await.is_some() {}
-    for work in work {
-        start(engine, reports, tasks, work);
+    let now = engine.now();
+    for (item, run) in work {
+        engine.metrics().dispatch_delay("in-process", run.due_at, now);
+        let (engine, reports) = (Arc::clone(engine), reports.clone());
+        tasks.spawn(async move {
+            let kind = item.kind.as_str();
+            let result = crate::perform::perform(&engine, &reports, item, run).await;
+            report(result, kind);
+        });
     }
     Ok(next)
 }
