@@ -15,7 +15,7 @@
 //! assertion is refused).
 
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -111,9 +111,41 @@ struct Grant {
 struct TokenState {
     clients: BTreeMap<String, Client>,
     /// Assertion ids seen, with when they stop being valid anyway.
-    seen_jti: BTreeMap<String, u64>,
-    grants: BTreeMap<String, Grant>,
+    seen_jti: HashMap<String, u64>,
+    /// The same ids by expiry, so that forgetting the expired ones reads only those.
+    jti_expiry: BTreeSet<(u64, String)>,
+    grants: HashMap<String, Grant>,
+    /// The grants' tokens in the order issued, which is the order they expire
+    /// in (one lifetime for all): forgetting the expired ones pops the front
+    /// instead of reading every grant on every issuance.
+    grant_expiry: VecDeque<(Instant, String)>,
     issued: u64,
+}
+
+impl TokenState {
+    /// Forgets the grants that expired by `now` (the front of `grant_expiry`).
+    fn forget_grants(&mut self, now: Instant) {
+        while let Some((expires_at, _)) = self.grant_expiry.front() {
+            if *expires_at > now {
+                break;
+            }
+            if let Some((_, token)) = self.grant_expiry.pop_front() {
+                self.grants.remove(&token);
+            }
+        }
+    }
+
+    /// Forgets the assertion ids that stopped being valid a minute before `now` (seconds).
+    fn forget_assertions(&mut self, now: u64) {
+        while let Some((exp, _)) = self.jti_expiry.first() {
+            if *exp + 60 >= now {
+                break;
+            }
+            if let Some((_, jti)) = self.jti_expiry.pop_first() {
+                self.seen_jti.remove(&jti);
+            }
+        }
+    }
 }
 
 /// The token issuer and verifier shared by the token endpoint and every product.
@@ -128,7 +160,14 @@ impl Tokens {
     /// An issuer accepting `clients`, whose tokens live for `ttl`.
     pub fn new(clients: impl IntoIterator<Item = Client>, ttl: Duration) -> Self {
         let clients = clients.into_iter().map(|c| (c.id.clone(), c)).collect();
-        let state = TokenState { clients, seen_jti: BTreeMap::new(), grants: BTreeMap::new(), issued: 0 };
+        let state = TokenState {
+            clients,
+            seen_jti: HashMap::new(),
+            jti_expiry: BTreeSet::new(),
+            grants: HashMap::new(),
+            grant_expiry: VecDeque::new(),
+            issued: 0,
+        };
         Tokens { state: Arc::new(Mutex::new(state)), ttl, random: RandomState::new() }
     }
 
@@ -193,10 +232,12 @@ impl Tokens {
         }
         let mut state = self.lock();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        state.seen_jti.retain(|_, exp| *exp + 60 >= now);
-        if state.seen_jti.insert(data.claims.jti, data.claims.exp).is_some() {
+        state.forget_assertions(now);
+        if state.seen_jti.contains_key(&data.claims.jti) {
             return Err(TokenError::InvalidClient);
         }
+        state.jti_expiry.insert((data.claims.exp, data.claims.jti.clone()));
+        state.seen_jti.insert(data.claims.jti, data.claims.exp);
         Ok(client.id)
     }
 
@@ -218,7 +259,7 @@ impl Tokens {
         };
         // Expired grants can never authorize again; forget them so a long dev session stays small.
         let now = Instant::now();
-        state.grants.retain(|_, grant| grant.expires_at > now);
+        state.forget_grants(now);
         state.issued += 1;
         let access_token = format!(
             "sim-{:016x}{:016x}",
@@ -227,6 +268,7 @@ impl Tokens {
         );
         let grant = Grant { client: client_id.to_owned(), products, expires_at: now + self.ttl };
         state.grants.insert(access_token.clone(), grant);
+        state.grant_expiry.push_back((now + self.ttl, access_token.clone()));
         Ok(Issued { access_token, expires_in: self.ttl })
     }
 
@@ -407,5 +449,23 @@ mod tests {
         let Ok(t) = expired.issue("c", "s", None) else { panic!("token") };
         assert_eq!(expired.authorize(&bearer(&t), "breg"), Err(ApiError::Unauthorized));
         assert_eq!(tokens.issued(), 2);
+    }
+
+    #[test]
+    fn expired_grants_are_forgotten_as_new_ones_are_issued() {
+        let lasting = Tokens::new([Client::new("c", "s")], Duration::from_secs(3600));
+        let expiring = Tokens::new([Client::new("c", "s")], Duration::ZERO);
+        for _ in 0..3 {
+            assert!(lasting.issue("c", "s", None).is_ok());
+            assert!(expiring.issue("c", "s", None).is_ok());
+        }
+        let kept = |t: &Tokens| {
+            let state = t.lock();
+            (state.grants.len(), state.grant_expiry.len())
+        };
+        assert_eq!(kept(&lasting), (3, 3));
+        // Each issuance forgets the ones before it: only the latest is still kept.
+        assert_eq!(kept(&expiring), (1, 1));
+        assert!(expiring.live_tokens().is_empty());
     }
 }
