@@ -27,7 +27,7 @@ use sqlx::postgres::PgPoolOptions;
 use crate::fleet::{Histogram, Process, end_row, metrics, spawn, wait_ready, write_worker};
 use crate::load::{Admitter, closed_loop, open_loop, wait_finished};
 use crate::stack::{Observer, PgScratch, coordinator_bin, free_port, machine_ticks, read_listen, repo, sim_server};
-use crate::{FINISH_LIMIT, Options, three_calls_input};
+use crate::{FINISH_LIMIT, FINISH_POLL, Options, three_calls_input};
 
 /// A private `redis-server`, killed when dropped.
 struct Redis {
@@ -185,8 +185,7 @@ async fn row(options: &Options, layout: &str, fixture: &str, notify: bool, on: b
         Load::Open(rate, seconds) => open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?,
         Load::Closed(clients, runs) => closed_loop(admitter, clients, runs, None).await?,
     };
-    let (finished, _, last) =
-        wait_finished(&observer, admissions.admitted, Duration::from_millis(50), FINISH_LIMIT).await?;
+    let (finished, _, last) = wait_finished(&observer, admissions.admitted, FINISH_POLL, FINISH_LIMIT).await?;
     let completed = finished as f64 / ((last - admissions.first_sent_ms).max(1) as f64 / 1000.0);
     let (busy1, total1) = machine_ticks()?;
     let path = if remote { "remote" } else { "in-process" };

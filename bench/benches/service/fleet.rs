@@ -20,7 +20,7 @@ use crate::stack::{
     API_TOKEN, Observer, PgScratch, WORKER_TOKEN, connection_yaml, coordinator_bin, free_port, read_listen, repo,
     sim_server, write_deployment,
 };
-use crate::{Cpu, FINISH_LIMIT, Options, three_calls_input};
+use crate::{Cpu, FINISH_LIMIT, FINISH_POLL, Options, three_calls_input};
 
 /// A child process killed when dropped.
 pub(crate) struct Process(pub(crate) Child);
@@ -110,8 +110,7 @@ async fn row(options: &Options, runs: usize, clients: usize, serves: usize, work
     let admitter = Arc::new(Admitter::new(&urls[0], &workflow, &revision, "fleet", three_calls_input)?);
     let before = Cpu::read_all(&serve_pids, &worker_pids)?;
     let admissions = closed_loop(admitter, clients, runs, None).await?;
-    let (finished, _, last) =
-        wait_finished(&observer, admissions.admitted, Duration::from_millis(50), FINISH_LIMIT).await?;
+    let (finished, _, last) = wait_finished(&observer, admissions.admitted, FINISH_POLL, FINISH_LIMIT).await?;
     let usage = Cpu::read_all(&serve_pids, &worker_pids)?.since(&before);
     let wall = (last - admissions.first_sent_ms) as f64 / 1000.0;
     let mut delays = Histogram::default();
