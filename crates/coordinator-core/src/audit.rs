@@ -25,7 +25,6 @@
 //! Pure: no IO, no clock.
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// The `prevHash` of the first entry (and the hash of the empty journal's head).
@@ -91,25 +90,65 @@ impl Head {
     }
 }
 
+/// The object an entry's hash covers, its members declared in RFC 8785's
+/// order (keys sorted by UTF-16 code units). With only strings, nulls and
+/// integers of at most 2^53 in magnitude, `serde_json`'s compact encoding
+/// of it IS the JCS encoding (the same escapes: `\"`, `\\`, `\b \f \n \r
+/// \t`, lowercase `\u00xx` for the other control characters, the rest as
+/// UTF-8; such integers print alike as integers and as doubles), written
+/// without building a JSON value or sorting at run time. Larger integers
+/// take the canonicalizer (JCS prints them as the nearest double). The tests
+/// hold the two to each other byte for byte.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Hashed<'a> {
+    actor: Option<&'a str>,
+    at: i64,
+    detail: &'a str,
+    kind: &'a str,
+    position: i64,
+    prev_hash: &'a str,
+    run_id: Option<&'a str>,
+    step: Option<&'a str>,
+}
+
+/// The largest integer magnitude a double holds exactly (2^53).
+const EXACT_IN_DOUBLE: u64 = 1 << 53;
+
 /// The hash of an entry with `content` at `position` after `prev_hash`.
 pub fn hash(position: i64, content: &Content<'_>, prev_hash: &str) -> String {
-    let object = json!({
-        "position": position,
-        "runId": content.run_id,
-        "at": content.at,
-        "kind": content.kind,
-        "step": content.step,
-        "actor": content.actor,
-        "detail": content.detail,
-        "prevHash": prev_hash,
-    });
-    // Only strings and integers: canonicalization cannot fail; an empty
-    // encoding would still hash to something no honest entry has.
-    let canonical = serde_json_canonicalizer::to_vec(&object).unwrap_or_default();
+    let object = Hashed {
+        actor: content.actor,
+        at: content.at,
+        detail: content.detail,
+        kind: content.kind,
+        position,
+        prev_hash,
+        run_id: content.run_id,
+        step: content.step,
+    };
+    // Only strings and integers: encoding cannot fail; an empty encoding
+    // would still hash to something no honest entry has.
+    let canonical = if content.at.unsigned_abs() <= EXACT_IN_DOUBLE && position.unsigned_abs() <= EXACT_IN_DOUBLE {
+        serde_json::to_vec(&object).unwrap_or_default()
+    } else {
+        serde_json_canonicalizer::to_vec(&object).unwrap_or_default()
+    };
     let mut hasher = Sha256::new();
     hasher.update(DOMAIN);
     hasher.update(&canonical);
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    lower_hex(&hasher.finalize())
+}
+
+/// `bytes` as lowercase hexadecimal.
+fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    hex
 }
 
 impl Entry {
@@ -320,6 +359,69 @@ pub fn verify<'a>(entries: impl IntoIterator<Item = &'a Entry>, head: &Head) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The hash as first defined: a JSON value canonicalized by RFC 8785's rules.
+    fn reference_hash(position: i64, content: &Content<'_>, prev_hash: &str) -> String {
+        let object = json!({
+            "position": position,
+            "runId": content.run_id,
+            "at": content.at,
+            "kind": content.kind,
+            "step": content.step,
+            "actor": content.actor,
+            "detail": content.detail,
+            "prevHash": prev_hash,
+        });
+        let canonical = serde_json_canonicalizer::to_vec(&object).unwrap_or_else(|e| panic!("{e}"));
+        let mut hasher = Sha256::new();
+        hasher.update(DOMAIN);
+        hasher.update(&canonical);
+        hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn the_hash_is_the_canonical_encodings_for_every_kind_of_text() {
+        let mut texts: Vec<String> = (0u8..0x80).map(|b| format!("a{}b", char::from(b))).collect();
+        texts.extend(["", "\"quoted\" \\ back", "é 𝄞 \u{2028}\u{2029} \u{7f} \u{fffd}", "/slash/"].map(str::to_owned));
+        for (i, text) in texts.iter().enumerate() {
+            let i = i64::try_from(i).unwrap_or_default();
+            let contents = [
+                Content { run_id: Some(text), at: -i, kind: text, step: Some(text), actor: Some(text), detail: text },
+                Content {
+                    run_id: None,
+                    at: 1_700_000_000_000 + i,
+                    kind: "decision",
+                    step: None,
+                    actor: None,
+                    detail: text,
+                },
+            ];
+            for content in contents {
+                assert_eq!(hash(i, &content, text), reference_hash(i, &content, text), "{text:?}");
+            }
+        }
+        // Integers about and beyond 2^53, where JCS prints the nearest double.
+        let exact = i64::try_from(EXACT_IN_DOUBLE).unwrap_or_default();
+        for n in [exact - 1, exact, exact + 1, -exact - 1, i64::MAX, i64::MIN] {
+            let content = Content { run_id: None, at: n, kind: "decision", step: None, actor: None, detail: "d" };
+            assert_eq!(hash(n, &content, GENESIS), reference_hash(n, &content, GENESIS), "{n}");
+        }
+        // Pinned: chains sealed before keep verifying (computed apart, with Python's sorted compact JSON).
+        let detail = "answer \"ok\" \\ \u{1}\u{1f}\n\t é 𝄞 \u{2028}";
+        let content = Content {
+            run_id: Some("run-1"),
+            at: 1_700_000_000_000,
+            kind: "decision",
+            step: Some("read-application"),
+            actor: None,
+            detail,
+        };
+        assert_eq!(
+            hash(7, &content, &"ab".repeat(32)),
+            "0f890e0ed14cadc9acd1719c26b91e275bac06dece097baa81a6699c4152916f"
+        );
+    }
 
     fn journal(n: i64) -> (Vec<Entry>, Head) {
         let mut head = Head::genesis();
