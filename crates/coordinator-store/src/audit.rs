@@ -19,7 +19,8 @@
 //! one transaction: lock the head (`SELECT … FOR UPDATE` on PostgreSQL;
 //! SQLite's `BEGIN IMMEDIATE` holds the write lock), read the pending rows
 //! *after* the lock, compute each entry (`Entry::chained`), write positions
-//! and hashes (one `UPDATE … FROM unnest(…)` on PostgreSQL), move the head,
+//! and hashes (one `UPDATE … FROM unnest(…)` on PostgreSQL, one `UPDATE …
+//! FROM json_each(…)` on SQLite), move the head,
 //! commit. Positions therefore follow sealing order. A run's entries keep
 //! their order: its transactions are serialised by the run's row lock, so a
 //! later one's rows get larger `seq` values and commit later. Two sealers
@@ -79,7 +80,12 @@ const HASH_AT: &str = "SELECT hash FROM audit WHERE position = $1 AND position I
 const ANY_PENDING: &str = "SELECT seq FROM audit WHERE hash IS NULL ORDER BY seq LIMIT 1";
 const PENDING: &str =
     "SELECT seq, run_id, at, kind, step, actor, detail FROM audit WHERE hash IS NULL ORDER BY seq LIMIT $1";
-const SEAL_SQLITE: &str = "UPDATE audit SET position = $1, hash = $2 WHERE seq = $3 AND hash IS NULL";
+/// All rows in one statement: `$1` is a JSON array of `[seq, position, hash]`
+/// (one statement instead of one per entry: on SQLite each statement is a
+/// trip to the connection's thread and back).
+const SEAL_SQLITE: &str = "UPDATE audit SET position = json_extract(j.value, '$[1]'), \
+     hash = json_extract(j.value, '$[2]') FROM json_each($1) AS j \
+     WHERE audit.seq = json_extract(j.value, '$[0]') AND audit.hash IS NULL";
 /// Each row is found by `seq` in the partial index `audit_pending` (migration
 /// 0007); `at` picks its day partition (migration 0013).
 const SEAL_PG: &str = "UPDATE audit AS a SET position = u.position, hash = u.hash \
@@ -251,12 +257,9 @@ async fn seal_locked(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<u64, St
             tx.execute(SEAL_PG, args).await?
         }
         Dialect::Sqlite => {
-            let mut written = 0;
-            for (seq, entry) in sealed {
-                let args: Vec<Arg> = vec![entry.position.into(), entry.hash.into(), seq.into()];
-                written += tx.execute(SEAL_SQLITE, args).await?;
-            }
-            written
+            let rows: Vec<(i64, i64, &str)> = sealed.iter().map(|(seq, e)| (*seq, e.position, e.hash.as_str())).collect();
+            let rows = serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(format!("audit seals: {e}")))?;
+            tx.execute(SEAL_SQLITE, vec![rows.into()]).await?
         }
     };
     if written != count {
