@@ -257,7 +257,8 @@ async fn seal_locked(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<u64, St
             tx.execute(SEAL_PG, args).await?
         }
         Dialect::Sqlite => {
-            let rows: Vec<(i64, i64, &str)> = sealed.iter().map(|(seq, e)| (*seq, e.position, e.hash.as_str())).collect();
+            let rows: Vec<(i64, i64, &str)> =
+                sealed.iter().map(|(seq, e)| (*seq, e.position, e.hash.as_str())).collect();
             let rows = serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(format!("audit seals: {e}")))?;
             tx.execute(SEAL_SQLITE, vec![rows.into()]).await?
         }
