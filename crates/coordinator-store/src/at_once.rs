@@ -75,7 +75,8 @@ fn columns<'a>(run: &str, decision: &'a Decision, at: i64) -> Result<Option<(Gro
             Write::Journal { kind, step, detail } => {
                 journal.push(Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() });
             }
-            other => grouped.add(run, at, other)?,
+            // An admission queues its rows unleased: claims take them.
+            other => grouped.add(run, at, other, false)?,
         }
     }
     Ok(Some((grouped, journal)))

@@ -24,13 +24,15 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::audit::{self, Line};
-use crate::db::{Arg, Dialect, Tx, Writer};
+use crate::db::{Arg, Dialect, Row, Tx, Writer};
+use crate::eager::{self, Batched, EagerLease};
 use crate::persist::{Write, audit_kind, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
-use crate::types::{Claim, Decision};
+use crate::types::{Claim, ClaimedRun, Decision, WorkItem};
 use crate::{Store, StoreError, claims, runs, wakeups};
 
-const LOCK_RUNS_PG: &str = "SELECT id, version, snapshot FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+const LOCK_RUNS_PG: &str =
+    "SELECT id, version, snapshot, revision, trace_parent FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE";
 const LEASED_TIMERS_PG: &str = "SELECT t.run_id FROM timers t \
      JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS c(run_id, timer, due_at) \
      ON t.run_id = c.run_id AND t.timer = c.timer AND t.due_at = c.due_at \
@@ -65,12 +67,17 @@ const CLOSE_WAITS_PG: &str = "DELETE FROM waits w USING unnest($1::text[], $2::t
 const END_OUTBOX_PG: &str = "DELETE FROM outbox WHERE run_id = ANY($1)";
 const END_TIMERS_PG: &str = "DELETE FROM timers WHERE run_id = ANY($1)";
 const END_WAITS_PG: &str = "DELETE FROM waits WHERE run_id = ANY($1)";
+/// Queues rows, each leased at once to `$8` until `$9` where `$7` says so
+/// (eager dispatch, `eager`), and returns them with their lease owner.
 const QUEUE_WORK_PG: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
-     claims, lane) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0, q.lane \
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[]) \
-     AS q(run_id, step, kind, attempt, not_before, lane) \
+     claims, lane) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, \
+     CASE WHEN q.eager THEN $8::text END, CASE WHEN q.eager THEN $9::bigint END, CASE WHEN q.eager THEN 1 ELSE 0 END, \
+     q.lane FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[]) \
+     AS q(run_id, step, kind, attempt, not_before, lane, eager) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
-     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane";
+     not_before = excluded.not_before, lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, \
+     claims = excluded.claims, lane = excluded.lane \
+     RETURNING run_id, step, kind, attempt, not_before, claims, lease_owner";
 const SET_TIMERS_PG: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT s.run_id, s.timer, s.due_at, NULL, NULL FROM unnest($1::text[], $2::text[], $3::bigint[]) AS s(run_id, timer, due_at) \
      ON CONFLICT (run_id, timer) DO UPDATE SET due_at = excluded.due_at, lease_owner = NULL, lease_until = NULL";
@@ -105,8 +112,27 @@ impl Store {
         claims: &[Claim],
         owner: &str,
         at: i64,
-        mut decide: impl FnMut(usize, &[u8]) -> Result<Decision, E>,
+        decide: impl FnMut(usize, &[u8]) -> Result<Decision, E>,
     ) -> Result<Vec<Result<i64, StoreError>>, StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        Ok(self.apply_fenced_batch_leasing(claims, owner, at, None, decide).await?.results)
+    }
+
+    /// [`Store::apply_fenced_batch`] that also leases to `owner`, under
+    /// `lease`, the work its decisions queue for at once (eager dispatch,
+    /// `eager`): [`Batched::leased`] is that work, each row with its run as
+    /// committed, for the caller to do as it does a claim's. Nothing is
+    /// leased without `lease` or while the restore fence holds.
+    pub async fn apply_fenced_batch_leasing<E>(
+        &self,
+        claims: &[Claim],
+        owner: &str,
+        at: i64,
+        lease: Option<EagerLease>,
+        mut decide: impl FnMut(usize, &[u8]) -> Result<Decision, E>,
+    ) -> Result<Batched, StoreError>
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
@@ -115,12 +141,14 @@ impl Store {
             return Err(StoreError::Conflict { what: format!("run {twice} appears twice in one batch") });
         }
         let mut tx = self.pool.begin_for(Writer::Background).await?;
-        let outcome = match tx.dialect() {
-            Dialect::Pg => batch_pg(&mut tx, claims, owner, at, &mut decide).await?,
-            Dialect::Sqlite => batch_sqlite(&mut tx, claims, owner, at, &mut decide).await?,
+        // Read once the connection is taken, as a claim reads it.
+        let lease = lease.filter(|_| crate::fence::refuse(&self.fence).is_ok());
+        let batched = match tx.dialect() {
+            Dialect::Pg => batch_pg(&mut tx, claims, owner, at, lease, &mut decide).await?,
+            Dialect::Sqlite => batch_sqlite(&mut tx, claims, owner, at, lease, &mut decide).await?,
         };
         tx.commit().await?;
-        Ok(outcome)
+        Ok(batched)
     }
 }
 
@@ -143,22 +171,31 @@ where
     decide(i, snapshot).map_err(|e| StoreError::Rejected(e.into()))
 }
 
-/// SQLite: the statements of a single apply per report, in one transaction.
+/// SQLite: the statements of a single apply per report, in one transaction,
+/// each followed by the lease of what it left due (under `lease`).
 async fn batch_sqlite<E>(
     tx: &mut Tx,
     claims: &[Claim],
     owner: &str,
     at: i64,
+    lease: Option<EagerLease>,
     decide: &mut impl FnMut(usize, &[u8]) -> Result<Decision, E>,
-) -> Result<Vec<Result<i64, StoreError>>, StoreError>
+) -> Result<Batched, StoreError>
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut outcome = Vec::with_capacity(claims.len());
+    let mut leased: Vec<(WorkItem, ClaimedRun)> = Vec::new();
     for (i, claim) in claims.iter().enumerate() {
         let decide_this = |snapshot: &[u8]| decide(i, snapshot);
         match runs::apply_locked(tx, run_of(claim), at, None, Some((claim, owner)), None, decide_this).await {
-            Ok(version) => outcome.push(Ok(version)),
+            Ok(version) => {
+                let room = lease.map_or(0, |l| l.rows.saturating_sub(leased.len()));
+                if let Some(lease) = lease.filter(|_| room > 0) {
+                    leased.extend(eager::lease_run_sqlite(tx, run_of(claim), owner, at, lease, room).await?);
+                }
+                outcome.push(Ok(version));
+            }
             // These fail before anything of the report is written.
             Err(e @ (StoreError::NotFound { .. } | StoreError::LeaseLost { .. } | StoreError::Rejected(_))) => {
                 outcome.push(Err(e));
@@ -166,8 +203,11 @@ where
             Err(e) => return Err(e),
         }
     }
-    Ok(outcome)
+    Ok(Batched { results: outcome, leased })
 }
+
+/// A locked run of a PostgreSQL batch: version, snapshot, revision, trace parent.
+type Locked = (i64, Vec<u8>, String, Option<String>);
 
 /// PostgreSQL: lock, fence, decide, write — each a statement for the whole batch.
 async fn batch_pg<E>(
@@ -175,22 +215,23 @@ async fn batch_pg<E>(
     claims: &[Claim],
     owner: &str,
     at: i64,
+    lease: Option<EagerLease>,
     decide: &mut impl FnMut(usize, &[u8]) -> Result<Decision, E>,
-) -> Result<Vec<Result<i64, StoreError>>, StoreError>
+) -> Result<Batched, StoreError>
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let ids: Vec<String> = claims.iter().map(|c| run_of(c).to_owned()).collect();
-    let mut locked: HashMap<String, (i64, Vec<u8>)> = HashMap::with_capacity(claims.len());
+    let mut locked: HashMap<String, Locked> = HashMap::with_capacity(claims.len());
     for row in tx.fetch_all(LOCK_RUNS_PG, vec![Arg::Texts(ids)]).await? {
-        locked.insert(row.get(0)?, (row.get(1)?, row.get(2)?));
+        locked.insert(row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?));
     }
     let leased = leased_pg(tx, claims, owner).await?;
     let mut outcome: Vec<Result<i64, StoreError>> = Vec::with_capacity(claims.len());
     let mut decided: Vec<(&str, i64, Decision)> = Vec::with_capacity(claims.len());
     for (i, claim) in claims.iter().enumerate() {
         let run_id = run_of(claim);
-        let Some((version, snapshot)) = locked.get(run_id) else {
+        let Some((version, snapshot, _, _)) = locked.get(run_id) else {
             outcome.push(Err(StoreError::NotFound { what: format!("run {run_id}") }));
             continue;
         };
@@ -207,10 +248,19 @@ where
         }
     }
     if decided.is_empty() {
-        return Ok(outcome);
+        return Ok(Batched { results: outcome, leased: Vec::new() });
     }
     let decisions: Vec<(&str, &Decision)> = decided.iter().map(|(run, _, d)| (*run, d)).collect();
-    let journal = persist_grouped(tx, at, &decisions).await?;
+    let (journal, queued) = persist_grouped(tx, at, &decisions, owner, lease).await?;
+    let committed = |run_id: &str| {
+        let (_, _, revision, trace_parent) = locked.get(run_id)?;
+        let (_, decision) = decisions.iter().find(|(run, _)| *run == run_id)?;
+        Some(eager::Committed { revision, snapshot: &decision.snapshot, trace_parent: trace_parent.as_deref() })
+    };
+    let mut leased = Vec::new();
+    for row in &queued {
+        leased.extend(eager::leased_row(row, committed)?);
+    }
     let n = decided.len();
     let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::new(), Vec::new());
     let mut listed = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -242,7 +292,7 @@ where
     // Chained here, not left pending for the sealer: one insert per entry, no later update.
     let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
     audit::append_chained(tx, at, None, &entries).await?;
-    Ok(outcome)
+    Ok(Batched { results: outcome, leased: crate::claims::in_work_order(leased) })
 }
 
 /// The runs whose claim in `claims` is still leased to `owner` (locking those rows).
@@ -332,13 +382,17 @@ pub(crate) struct Grouped {
     clear_timers: (Texts, Texts),
     close_waits: (Texts, Texts),
     end: Texts,
-    pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints, MaybeTexts),
+    /// Run, step, kind, attempt, not before, lane; and whether the row is
+    /// leased to the batch's worker as it is queued (`eager`).
+    pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints, MaybeTexts, Vec<bool>),
     pub(crate) set_timers: (Texts, Texts, Ints),
     pub(crate) open_waits: (Texts, Texts, Texts),
 }
 
 impl Grouped {
-    pub(crate) fn add(&mut self, run: &str, at: i64, write: &Write<'_>) -> Result<(), StoreError> {
+    /// Adds `write` of `run`'s decision at `at`; a queued row is leased at
+    /// once when `eager` (else the flag is unused).
+    pub(crate) fn add(&mut self, run: &str, at: i64, write: &Write<'_>, eager: bool) -> Result<(), StoreError> {
         let r = run.to_owned();
         match write {
             Write::FinishWork { step, kind, attempt: None } => {
@@ -368,6 +422,7 @@ impl Grouped {
                 q.3.push(*attempt);
                 q.4.push(not_before.unwrap_or(at));
                 q.5.push(lane.map(str::to_owned));
+                q.6.push(eager);
             }
             Write::SetTimer { timer, due_at } => {
                 let s = &mut self.set_timers;
@@ -383,8 +438,10 @@ impl Grouped {
         Ok(())
     }
 
-    /// Deletes first, then inserts: one statement per kind of write that has rows.
-    async fn execute(self, tx: &mut Tx) -> Result<(), StoreError> {
+    /// Deletes first, then inserts: one statement per kind of write that has
+    /// rows. Returns the queued rows (`QUEUE_WORK_PG`'s columns), the eager
+    /// ones leased to `owner` until `until`.
+    async fn execute(self, tx: &mut Tx, owner: &str, until: i64) -> Result<Vec<Row>, StoreError> {
         let Grouped { finish_work, finish_attempt, clear_timers, close_waits, end, queue_work, set_timers, open_waits } =
             self;
         if !finish_work.0.is_empty() {
@@ -406,11 +463,21 @@ impl Grouped {
                 tx.execute(sql, vec![Arg::Texts(end.clone())]).await?;
             }
         }
+        let mut queued = Vec::new();
         if !queue_work.0.is_empty() {
-            let (a, b, c, d, e, f) = queue_work;
-            let args =
-                vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c), Arg::Ints(d), Arg::Ints(e), Arg::MaybeTexts(f)];
-            tx.execute(QUEUE_WORK_PG, args).await?;
+            let (a, b, c, d, e, f, g) = queue_work;
+            let args = vec![
+                Arg::Texts(a),
+                Arg::Texts(b),
+                Arg::Texts(c),
+                Arg::Ints(d),
+                Arg::Ints(e),
+                Arg::MaybeTexts(f),
+                Arg::Flags(g),
+                owner.into(),
+                until.into(),
+            ];
+            queued = tx.fetch_all(QUEUE_WORK_PG, args).await?;
         }
         if !set_timers.0.is_empty() {
             let (a, b, c) = set_timers;
@@ -420,7 +487,7 @@ impl Grouped {
             let (a, b, c) = open_waits;
             tx.execute(OPEN_WAITS_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c)]).await?;
         }
-        Ok(())
+        Ok(queued)
     }
 }
 
@@ -432,35 +499,45 @@ fn push3(v: &mut (Texts, Texts, Texts), a: String, b: String, c: String) {
 
 /// Persists the actions of several runs' decisions (PostgreSQL; queued rows
 /// in each decision's lanes): grouped into set-based statements where a decision's writes
-/// allow it (`groupable`), else one after another in its order. Returns
-/// every decision's audit entries, per run in order, and notifies other
-/// processes once if any decision queued work or set a timer.
+/// allow it (`groupable`), else one after another in its order. Under
+/// `lease`, a grouped decision's rows a claim would take now are queued
+/// leased to `owner` (`eager::leases`). Returns every decision's audit
+/// entries, per run in order, and the grouped queued rows; notifies other
+/// processes once if any decision queued work no lease took, or set a timer.
 async fn persist_grouped<'a>(
     tx: &mut Tx,
     at: i64,
     decisions: &[(&'a str, &'a Decision)],
-) -> Result<Vec<(&'a str, Line<'a>)>, StoreError> {
+    owner: &str,
+    lease: Option<EagerLease>,
+) -> Result<(Vec<(&'a str, Line<'a>)>, Vec<Row>), StoreError> {
     let mut grouped = Grouped::default();
     let mut in_order: Vec<(&str, Vec<Write<'a>>)> = Vec::new();
     let mut journal = Vec::new();
     let mut wakes = false;
+    // The rows that may still be leased (the worker's room).
+    let mut room = lease.map_or(0, |l| l.rows);
     for (run, decision) in decisions {
         let all: Vec<Write<'a>> = decision_writes(&decision.actions, &decision.lanes);
         for write in &all {
-            wakes |= write.wakes();
             if let Write::Journal { kind, step, detail } = write {
                 journal.push((*run, Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() }));
             }
         }
         if groupable(&all)? {
             for write in &all {
-                grouped.add(run, at, write)?;
+                let eager = room > 0 && eager::leases(write, at, decision.held, lease);
+                room -= usize::from(eager);
+                wakes |= write.wakes() && !eager;
+                grouped.add(run, at, write, eager)?;
             }
         } else {
+            wakes |= all.iter().any(Write::wakes);
             in_order.push((run, all));
         }
     }
-    grouped.execute(tx).await?;
+    let until = lease.map_or(0, |l| l.until);
+    let queued = grouped.execute(tx, owner, until).await?;
     for (run, all) in in_order {
         for write in all {
             if !matches!(write, Write::Journal { .. }) {
@@ -471,7 +548,7 @@ async fn persist_grouped<'a>(
     if wakes {
         wakeups::notify(tx);
     }
-    Ok(journal)
+    Ok((journal, queued))
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! the readiness ping and the monitoring reads in `conformance/monitoring.rs`,
 //! the run row's listing columns in `conformance/columns.rs`, the restore
 //! fence in `conformance/fence.rs`, remote workers' lanes, offers and
-//! reports in `conformance/remote.rs`, the console's
+//! reports in `conformance/remote.rs`, eager dispatch in
+//! `conformance/eager.rs`, the console's
 //! newest-first listing in `conformance/listing.rs` and its attention inbox
 //! in `conformance/inbox.rs`.
 //!
@@ -25,6 +26,8 @@ mod batch;
 mod columns;
 #[path = "conformance/due.rs"]
 mod due;
+#[path = "conformance/eager.rs"]
+mod eager;
 #[path = "conformance/events.rs"]
 mod events;
 #[path = "conformance/fence.rs"]
@@ -73,6 +76,10 @@ use coordinator_store::{
 use due::{
     a_claim_round_takes_both_kinds_and_says_what_is_due_next, fresh_and_expired_rows_share_one_limit, next_due,
     the_queue_tables_are_tidied_without_waiting_on_postgres,
+};
+use eager::{
+    a_batch_leases_no_more_rows_than_the_worker_has_room_for, a_batch_leases_only_what_its_scope_and_lease_allow,
+    a_batch_leases_the_work_it_queues_to_its_worker, a_receipt_lookup_is_leased_in_recovery_too,
 };
 use events::{
     a_guarded_admission_writes_only_through_an_open_gate, a_refused_admission_records_no_event,
@@ -177,6 +184,10 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     a_batch_writes_the_listing_columns_as_single_applies_do,
     a_claim_round_takes_both_kinds_and_says_what_is_due_next,
     fresh_and_expired_rows_share_one_limit,
+    a_batch_leases_the_work_it_queues_to_its_worker,
+    a_batch_leases_only_what_its_scope_and_lease_allow,
+    a_batch_leases_no_more_rows_than_the_worker_has_room_for,
+    a_receipt_lookup_is_leased_in_recovery_too,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:

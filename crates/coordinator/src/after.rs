@@ -129,7 +129,8 @@ impl Engine {
             attributes.push(KeyValue::new("coordinator.state", state.as_str()));
             self.traces.run_ended(&trace, system_time(told.admitted_at), attributes);
         }
-        if told.committed.queued {
+        // Work leased to this worker as it committed is not in `due` (`committer`).
+        if !told.due.is_empty() {
             self.wake.notify_one();
             let lanes = if self.remote.is_empty() { Vec::new() } else { told.due.lanes(wf, &self.remote) };
             if lanes.iter().any(|lane| matches!(lane, crate::hints::Lane::Remote(_))) {

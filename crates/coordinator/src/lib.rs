@@ -42,6 +42,7 @@ pub mod events;
 pub mod fence;
 pub mod hints;
 pub mod hold;
+pub(crate) mod in_hand;
 pub mod inspection;
 pub mod janitor;
 pub mod metrics;

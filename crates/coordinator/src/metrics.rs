@@ -98,14 +98,12 @@ pub struct Committed {
     pub dispatches: u64,
     /// The state the run ended in, if it ended.
     pub ended: Option<RunState>,
-    /// Whether it queued work or set a timer (the worker is woken for it).
-    pub queued: bool,
 }
 
 impl Committed {
     /// The summary of a transition's actions.
     pub fn of(actions: &[Action]) -> Committed {
-        let mut committed = Committed { queued: coordinator_store::wakes_workers(actions), ..Committed::default() };
+        let mut committed = Committed::default();
         for action in actions {
             match action {
                 Action::Dispatch { .. } => committed.dispatches += 1,
@@ -387,7 +385,7 @@ mod tests {
         one.admission(true);
         two.admission(false);
         let answered = Event::CallAnswered { step: "s".into(), attempt: 1, answer: CallAnswer::Uncertain };
-        let committed = Committed { dispatches: 2, ended: Some(RunState::Finished), queued: true };
+        let committed = Committed { dispatches: 2, ended: Some(RunState::Finished) };
         one.decision(&answered, Decided::Applied, Some(committed), Duration::from_millis(3));
         let (a, b) = (one.render(), two.render());
         assert!(a.contains("coordinator_admissions_total{result=\"created\"} 2"), "{a}");

@@ -295,4 +295,4 @@ fn missing(item: &WorkItem, what: &str) -> EngineError {
 
 #[cfg(test)]
 #[path = "perform_tests.rs"]
-mod drain_tests;
+pub(crate) mod drain_tests;

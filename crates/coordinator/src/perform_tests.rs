@@ -23,9 +23,16 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// An engine on a fresh SQLite store with the flagship active; every
-/// connection points at a closed port (a request sent would be refused).
+/// An engine on a fresh SQLite store with the flagship active and one run
+/// admitted; every connection points at a closed port (a request sent would
+/// be refused).
 async fn engine(dir: &std::path::Path) -> Arc<Engine> {
+    engine_at(dir, "http://127.0.0.1:9", 1).await
+}
+
+/// An engine on a fresh SQLite store with the flagship active and `runs`
+/// runs admitted; every connection (token endpoint and product) is on `base`.
+pub(crate) async fn engine_at(dir: &std::path::Path, base: &str, runs: usize) -> Arc<Engine> {
     let store = match Store::connect(&format!("sqlite://{}?mode=rwc", dir.join("c.db").display())).await {
         Ok(store) => store,
         Err(e) => panic!("store: {e}"),
@@ -49,7 +56,7 @@ async fn engine(dir: &std::path::Path) -> Arc<Engine> {
     };
     assert!(store.put_package(&stored).await.is_ok());
     assert!(store.activate(&workflow, &checked.revision, crate::engine::now_ms(), None).await.is_ok());
-    let url = |path: &str| match HttpUrl::parse(&format!("http://127.0.0.1:9/{path}")) {
+    let url = |path: &str| match HttpUrl::parse(&format!("{base}/{path}")) {
         Ok(url) => url,
         Err(e) => panic!("url: {e}"),
     };
@@ -78,15 +85,17 @@ async fn engine(dir: &std::path::Path) -> Arc<Engine> {
         Ok(Ok(input)) => input,
         other => panic!("input.json: {other:?}"),
     };
-    let request = AdmitRequest {
-        workflow,
-        revision: checked.revision,
-        input,
-        idempotency_key: Some("drain".into()),
-        run_id: None,
-        trace_parent: None,
-    };
-    assert!(engine.admit(request, "tester").await.is_ok());
+    for n in 0..runs {
+        let request = AdmitRequest {
+            workflow: workflow.clone(),
+            revision: checked.revision.clone(),
+            input: serde_json::Value::clone(&input),
+            idempotency_key: Some(format!("run-{n}")),
+            run_id: None,
+            trace_parent: None,
+        };
+        assert!(engine.admit(request, "tester").await.is_ok());
+    }
     engine
 }
 
@@ -102,7 +111,7 @@ async fn claim(engine: &Engine) -> Vec<(WorkItem, ClaimedRun)> {
 async fn a_claim_not_yet_sent_when_draining_begins_is_given_back_and_taken_again_at_once() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine = engine(dir.path()).await;
-    let (reports, committer) = committer::start(Arc::clone(&engine));
+    let (reports, committer) = committer::start(Arc::clone(&engine), None);
     let mut claimed = claim(&engine).await;
     assert_eq!(claimed.len(), 1, "the first read is due");
     let (item, run) = claimed.remove(0);
@@ -121,7 +130,7 @@ async fn a_claim_not_yet_sent_when_draining_begins_is_given_back_and_taken_again
 async fn outside_a_drain_the_same_claim_is_acted_on_and_its_answer_applied() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine = engine(dir.path()).await;
-    let (reports, committer) = committer::start(Arc::clone(&engine));
+    let (reports, committer) = committer::start(Arc::clone(&engine), None);
     let mut claimed = claim(&engine).await;
     let (item, run) = claimed.remove(0);
     assert!(perform(&engine, &reports, item, run).await.is_ok());

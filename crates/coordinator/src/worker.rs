@@ -13,9 +13,19 @@
 //! request take at most) keeps other claims (of this or another process)
 //! away from a claimed row meanwhile.
 //!
+//! Work its own committer leased as it committed (eager dispatch,
+//! `committer::Handoff`) arrives on a queue and is started at once, as a
+//! claim's is, without a claim round.
+//!
+//! Work in hand is bounded ([`WorkerOptions::in_hand`], `crate::in_hand`): a
+//! place is taken before a row is claimed or leased and held until its task
+//! ends; with no place free the worker claims no work (timers still fire)
+//! and waits for one.
+//!
 //! Draining (`crate::drain`): the worker claims nothing more and waits for
 //! its tasks, each of which finishes a request it sent or gives its claim
-//! back, so a routine stop leaves no lease to run out and no effect uncertain.
+//! back, so a routine stop leaves no lease to run out and no effect uncertain;
+//! work leased to it after the drain began is given back.
 //! A claim round that claimed something is a span of its own; every round's
 //! duration is a metric.
 
@@ -27,12 +37,14 @@ use coordinator_products::Connection;
 use coordinator_store::{Claim, ClaimLimits, Due, TimerItem, Wakeups, WorkScope};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::after::Note;
-use crate::committer::{self, Reports};
+use crate::committer::{self, Handoff, Leased, Reports};
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::in_hand::{self, InHand};
 
 /// The longest the worker sleeps without looking for due work.
 pub const MAX_SLEEP: Duration = Duration::from_millis(250);
@@ -51,12 +63,15 @@ pub struct WorkerOptions {
     /// a row: a claim that runs out is taken over, and an attempt of a
     /// mutation or evaluation taken over is reported uncertain.
     pub lease_ms: i64,
+    /// The most claimed or leased rows the worker holds at once (each a
+    /// product request in flight or about to be).
+    pub in_hand: usize,
 }
 
 impl WorkerOptions {
     /// The options for an engine's connections (see [`lease_ms_for`]).
     pub fn for_engine(engine: &Engine) -> WorkerOptions {
-        WorkerOptions { lease_ms: lease_ms_for(engine.connections.values()) }
+        WorkerOptions { lease_ms: lease_ms_for(engine.connections.values()), in_hand: in_hand::DEFAULT_BOUND }
     }
 
     /// The lease as a duration.
@@ -89,7 +104,10 @@ pub async fn run(engine: Arc<Engine>) {
 /// until the engine drains: then it claims nothing more and returns once every
 /// task it started has finished (an answer committed, or an unsent claim given back).
 pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
-    let (reports, committer) = committer::start(Arc::clone(&engine));
+    let (handed, mut leased) = mpsc::unbounded_channel();
+    let in_hand = InHand::new(options.in_hand);
+    let handoff = Handoff { lease_ms: options.lease_ms, scope: scope(&engine), in_hand: in_hand.clone(), to: handed };
+    let (reports, committer) = committer::start(Arc::clone(&engine), Some(handoff));
     // The committer stops with the worker (this future dropped or aborted).
     let _committer = AbortOnDrop(committer);
     let mut wakeups = match engine.store.wakeups().await {
@@ -116,7 +134,7 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
             continue;
         }
         let round = engine.hints.round_begins();
-        let next = match claim_round(&engine, &reports, options, &mut tasks).await {
+        let next = match claim_round(&engine, &reports, options, &in_hand, &mut tasks).await {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!(error = %e, "claiming due work failed; trying again");
@@ -129,21 +147,56 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
             Some(due) => Duration::from_millis(u64::try_from(due.saturating_sub(engine.now())).unwrap_or(0)),
             None => fallback,
         };
-        if sleep.is_zero() {
+        // No room: no work is claimed until a task ends (due timers are looked for at the fallback).
+        let full = in_hand.room() == 0;
+        if sleep.is_zero() && !full {
             // More is due than one round takes (or another claimer holds due rows a moment).
             continue;
         }
-        tokio::select! {
-            () = engine.wake.notified() => {}
-            () = wakeups.next() => {}
-            () = hinted.next() => {}
-            () = engine.drain.begun() => {}
-            () = tokio::time::sleep(sleep.min(fallback)) => {}
+        let asleep = tokio::time::sleep(if full { fallback } else { sleep.min(fallback) });
+        tokio::pin!(asleep);
+        loop {
+            tokio::select! {
+                Some(work) = leased.recv() => {
+                    // Leased work is started while the worker sleeps on: it needs no claim round.
+                    while tasks.try_join_next().is_some() {}
+                    start(&engine, &reports, &mut tasks, work);
+                    while let Ok(work) = leased.try_recv() {
+                        start(&engine, &reports, &mut tasks, work);
+                    }
+                    continue;
+                }
+                () = in_hand.freed(), if full => {}
+                () = engine.wake.notified(), if !full => {}
+                () = wakeups.next(), if !full => {}
+                () = hinted.next(), if !full => {}
+                () = engine.drain.begun() => {}
+                () = &mut asleep => {}
+            }
+            break;
         }
     }
     engine.hints.worker_stopped();
     tracing::info!(tasks = tasks.len(), "worker draining: claiming nothing more");
     while tasks.join_next().await.is_some() {}
+    // Every report has been answered, so nothing more is leased: what was leased after the drain began goes back.
+    leased.close();
+    while let Some((item, _, _)) = leased.recv().await {
+        committer::release(&engine, item).await;
+    }
+}
+
+/// Starts a task doing claimed or leased work: its request and its report,
+/// holding the work's place until it ends.
+fn start(engine: &Arc<Engine>, reports: &Reports, tasks: &mut JoinSet<()>, (item, run, place): Leased) {
+    engine.metrics().dispatch_delay("in-process", run.due_at, engine.now());
+    let (engine, reports) = (Arc::clone(engine), reports.clone());
+    tasks.spawn(async move {
+        let _place = place;
+        let kind = item.kind.as_str();
+        let result = crate::perform::perform(&engine, &reports, item, run).await;
+        report(result, kind);
+    });
 }
 
 /// The work this engine's worker takes: receipts only in recovery-only mode.
@@ -151,15 +204,19 @@ fn scope(engine: &Engine) -> WorkScope {
     if engine.recovery_only { WorkScope::ReceiptsOnly } else { WorkScope::All }
 }
 
-/// Claims due timers and work and starts a task for each in `tasks`;
-/// returns when work is next due after what it claimed (`None`: nothing is queued).
+/// Claims due timers and as much work as there is room for in hand, and
+/// starts a task for each in `tasks`; returns when work is next due after
+/// what it claimed (`None`: nothing is queued).
 async fn claim_round(
     engine: &Arc<Engine>,
     reports: &Reports,
     options: WorkerOptions,
+    in_hand: &InHand,
     tasks: &mut JoinSet<()>,
 ) -> Result<Option<i64>, EngineError> {
-    let limits = ClaimLimits { timers: TIMER_CLAIM_LIMIT, work: CLAIM_LIMIT };
+    let mut places = in_hand.reserve(CLAIM_LIMIT as usize);
+    let work_limit = u32::try_from(places.len()).unwrap_or(CLAIM_LIMIT);
+    let limits = ClaimLimits { timers: TIMER_CLAIM_LIMIT, work: work_limit };
     let (started, clock) = (std::time::Instant::now(), SystemTime::now());
     // Recovery-only: no timer fires and nothing is dispatched; receipts are only read.
     let Due { timers, work, next } =
@@ -195,15 +252,12 @@ async fn claim_round(
         });
     }
     while firing.join_next().await.is_some() {}
-    let now = engine.now();
     for (item, run) in work {
-        engine.metrics().dispatch_delay("in-process", run.due_at, now);
-        let (engine, reports) = (Arc::clone(engine), reports.clone());
-        tasks.spawn(async move {
-            let kind = item.kind.as_str();
-            let result = crate::perform::perform(&engine, &reports, item, run).await;
-            report(result, kind);
-        });
+        match places.take_one() {
+            Some(place) => start(engine, reports, tasks, (item, run, place)),
+            // Never more claimed than the places taken; if so, it goes back.
+            None => committer::release(engine, item).await,
+        }
     }
     Ok(next)
 }
@@ -250,6 +304,71 @@ mod tests {
 
     fn connection(connect_s: u64, request_s: u64) -> Connection {
         default_connection().with_timeouts(Duration::from_secs(connect_s), Duration::from_secs(request_s))
+    }
+
+    /// Connections accepted and held unanswered, and how many were accepted.
+    struct Holding {
+        base: String,
+        held: Arc<std::sync::Mutex<Vec<tokio::net::TcpStream>>>,
+        accepted: tokio::sync::watch::Receiver<usize>,
+    }
+
+    impl Holding {
+        async fn start() -> Holding {
+            let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                Ok(listener) => listener,
+                Err(e) => panic!("bind: {e}"),
+            };
+            let base = match listener.local_addr() {
+                Ok(addr) => format!("http://{addr}"),
+                Err(e) => panic!("address: {e}"),
+            };
+            let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (count, accepted) = tokio::sync::watch::channel(0);
+            let holding = Arc::clone(&held);
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    holding.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(stream);
+                    count.send_modify(|n| *n += 1);
+                }
+            });
+            Holding { base, held, accepted }
+        }
+
+        async fn until_accepted(&mut self, n: usize) {
+            let waited = tokio::time::timeout(Duration::from_secs(120), self.accepted.wait_for(|a| *a >= n)).await;
+            assert!(matches!(waited, Ok(Ok(_))), "{n} requests were never sent");
+        }
+
+        fn accepted(&self) -> usize {
+            *self.accepted.borrow()
+        }
+
+        /// Closes one held connection unanswered: its request fails.
+        fn close_one(&self) {
+            drop(self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_worker_holds_no_more_work_than_its_bound_and_takes_more_as_places_free() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut product = Holding::start().await;
+        let engine = crate::perform::drain_tests::engine_at(dir.path(), &product.base, 6).await;
+        let options = WorkerOptions { in_hand: 2, ..WorkerOptions::for_engine(&engine) };
+        let worker = tokio::spawn(run_with(Arc::clone(&engine), options));
+        product.until_accepted(2).await;
+        // Six runs' first requests are due: without the bound the worker's
+        // next rounds would send the rest in this time (a bound that holds
+        // passes however slow the machine is).
+        tokio::time::sleep(Duration::from_millis(750)).await;
+        assert_eq!(product.accepted(), 2, "two places: two requests in flight, the rest stays queued");
+        // One request fails (its connection closed unanswered): its place frees, one more is sent.
+        product.close_one();
+        product.until_accepted(3).await;
+        tokio::time::sleep(Duration::from_millis(750)).await;
+        assert_eq!(product.accepted(), 3, "one place freed, one more request");
+        worker.abort();
     }
 
     #[test]

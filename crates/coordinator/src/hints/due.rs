@@ -14,8 +14,9 @@ use crate::remote::RemoteConnections;
 pub(crate) struct Due {
     /// Whether it set a timer.
     timers: bool,
-    /// The steps it queued rows for (attempts, receipt lookups, observations).
-    steps: Vec<String>,
+    /// The step of each row it queued (attempts, receipt lookups,
+    /// observations), in order, as often as rows were queued for it.
+    rows: Vec<String>,
 }
 
 impl Due {
@@ -24,10 +25,8 @@ impl Due {
         let mut due = Due::default();
         for action in actions {
             match action {
-                Action::Dispatch { step, .. } | Action::RequestReceipt { step } | Action::Observe { step, .. }
-                    if !due.steps.contains(step) =>
-                {
-                    due.steps.push(step.clone());
+                Action::Dispatch { step, .. } | Action::RequestReceipt { step } | Action::Observe { step, .. } => {
+                    due.rows.push(step.clone());
                 }
                 Action::ScheduleTimer { .. } => due.timers = true,
                 _ => {}
@@ -36,9 +35,19 @@ impl Due {
         due
     }
 
+    /// Leaves out one queued row of each step in `leased` (leased to this
+    /// process's worker as it committed: nobody need look for it).
+    pub(crate) fn take_leased<'a>(&mut self, leased: impl IntoIterator<Item = &'a str>) {
+        for step in leased {
+            if let Some(at) = self.rows.iter().position(|row| row == step) {
+                self.rows.remove(at);
+            }
+        }
+    }
+
     /// Whether nothing was queued.
     pub(crate) fn is_empty(&self) -> bool {
-        !self.timers && self.steps.is_empty()
+        !self.timers && self.rows.is_empty()
     }
 
     /// The lanes to announce on, each once, in-process first.
@@ -47,7 +56,7 @@ impl Due {
         if self.timers {
             lanes.push(Lane::InProcess);
         }
-        for step in &self.steps {
+        for step in &self.rows {
             let lane = match crate::remote::connection_of(wf, step) {
                 Some(connection) if remote.contains_key(connection) => Lane::Remote(connection.to_owned()),
                 _ => Lane::InProcess,
@@ -77,8 +86,24 @@ mod tests {
             Action::CancelTimer { timer: Timer::RunDeadline },
         ];
         let due = Due::of(&actions);
-        assert_eq!(due, Due { timers: true, steps: vec!["notify".into()] });
+        assert_eq!(due, Due { timers: true, rows: vec!["notify".into(), "notify".into()] });
         assert!(!due.is_empty());
         assert!(Due::of(&[Action::CancelTimer { timer: Timer::RunDeadline }]).is_empty());
+    }
+
+    #[test]
+    fn work_leased_as_it_was_queued_is_left_out_row_by_row() {
+        let actions = [
+            Action::Dispatch { step: "notify".into(), attempt: 1, not_before: Instant(5) },
+            Action::RequestReceipt { step: "notify".into() },
+        ];
+        let mut due = Due::of(&actions);
+        due.take_leased(["notify"]);
+        assert!(!due.is_empty(), "one of the step's two rows is still to be claimed");
+        due.take_leased(["notify", "other"]);
+        assert!(due.is_empty());
+        let mut timer = Due::of(&[Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(9) }]);
+        timer.take_leased(["notify"]);
+        assert!(!timer.is_empty(), "a timer is never leased this way");
     }
 }

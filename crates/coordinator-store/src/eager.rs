@@ -1,0 +1,159 @@
+//! Eager dispatch: work a batch of reports queues is leased, in the same
+//! transaction, to the worker that committed it (seed 000: "leasing work
+//! queued by a commit to the committing worker at once"), so no claim round
+//! — no `UPDATE` of the row, no second round trip — stands between a
+//! decision and its next request.
+//!
+//! A queued row is leased this way only when a claim would take it at that
+//! instant: due (`not_before` at or before the batch's instant), in no lane
+//! (a remote connection's rows are offered to remote workers), and allowed by
+//! the lease's [`WorkScope`] and the run's restore hold (a held run's
+//! attempts and observations wait; its receipt lookups do not). The lease is
+//! the claim's: the same owner, lease end and claim count (1, so the row is
+//! not `reclaimed`), fenced and finished as any claim. Nothing is leased
+//! while the restore fence holds, and never more rows than the lease's
+//! [`EagerLease::rows`] (the room the worker has for work in hand): what
+//! is left over is queued unleased, for a claim.
+//!
+//! On PostgreSQL the row is inserted leased (`batch`: the grouped queue
+//! statement takes an eager flag per row and returns what it leased); on
+//! SQLite a claim of the run's due rows follows its writes, in the same
+//! transaction. This module must not decide anything.
+
+use crate::StoreError;
+use crate::claims::{WorkScope, in_work_order, work_row};
+use crate::db::{Arg, Row, Tx};
+use crate::persist::Write;
+use crate::types::{ClaimedRun, WorkItem, WorkKind};
+
+/// A lease a batch gives the work it queues to its committing worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EagerLease {
+    /// Which work the worker takes (receipts only in recovery-only mode).
+    pub scope: WorkScope,
+    /// When the lease ends (ms), as a claim's `now + lease_ms`.
+    pub until: i64,
+    /// The most rows the batch leases (the worker's room for more work).
+    pub rows: usize,
+}
+
+/// What a batch of reports did: per report, the run's new version or why
+/// it was not applied; and the work it leased to its worker (eager
+/// dispatch), each with its run as committed.
+#[derive(Debug, Default)]
+pub struct Batched {
+    /// Per report, in order.
+    pub results: Vec<Result<i64, StoreError>>,
+    /// The queued rows leased to the worker, in claim order.
+    pub leased: Vec<(WorkItem, ClaimedRun)>,
+}
+
+/// Whether `write` queues a row a claim at `at` would take under `lease`,
+/// for a run `held` (or not) once the decision committed.
+pub(crate) fn leases(write: &Write<'_>, at: i64, held: bool, lease: Option<EagerLease>) -> bool {
+    let Some(lease) = lease else { return false };
+    match write {
+        Write::QueueWork { kind, not_before, lane: None, .. } => {
+            let due = not_before.is_none_or(|t| t <= at);
+            let receipt = *kind == WorkKind::Receipt;
+            due && (receipt || (!held && lease.scope == WorkScope::All))
+        }
+        _ => false,
+    }
+}
+
+/// SQLite: leases at most `$6` of the run's due unleased rows without a
+/// lane, in claim order, as a claim of that run alone would (`$1` owner, `$2`
+/// lease end, `$3` run, `$4` now, `$5` 1 for receipts only), returning them
+/// as a claim does.
+const LEASE_QUEUED_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
+     WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o \
+     WHERE o.run_id = $3 AND o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $4 \
+     AND ($5 = 0 OR o.kind = 'receipt') \
+     AND (o.kind = 'receipt' OR NOT (SELECT r.held FROM runs r WHERE r.id = $3)) \
+     ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $6) \
+     RETURNING run_id, step, kind, attempt, not_before, claims, \
+     (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), \
+     (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id), \
+     (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id)";
+
+/// SQLite: leases what run `run_id`'s decision left due, at most `rows`
+/// (see the module doc).
+pub(crate) async fn lease_run_sqlite(
+    tx: &mut Tx,
+    run_id: &str,
+    owner: &str,
+    at: i64,
+    lease: EagerLease,
+    rows: usize,
+) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
+    let receipts_only = i64::from(lease.scope == WorkScope::ReceiptsOnly);
+    let most = i64::try_from(rows).unwrap_or(i64::MAX);
+    let args: Vec<Arg> =
+        vec![owner.into(), lease.until.into(), run_id.into(), at.into(), receipts_only.into(), most.into()];
+    let rows = tx.fetch_all(LEASE_QUEUED_SQLITE, args).await?;
+    Ok(in_work_order(rows.iter().map(|row| work_row(row, 0)).collect::<Result<_, _>>()?))
+}
+
+/// The run of a leased row, as its batch committed it.
+pub(crate) struct Committed<'a> {
+    pub(crate) revision: &'a str,
+    pub(crate) snapshot: &'a [u8],
+    pub(crate) trace_parent: Option<&'a str>,
+}
+
+/// PostgreSQL: a row the grouped queue statement returned (run, step, kind,
+/// attempt, not_before, claims, lease owner), when it was leased; `run` finds
+/// its run as committed.
+pub(crate) fn leased_row<'a>(
+    row: &Row,
+    run: impl Fn(&str) -> Option<Committed<'a>>,
+) -> Result<Option<(i64, WorkItem, ClaimedRun)>, StoreError> {
+    if row.get::<Option<String>>(6)?.is_none() {
+        return Ok(None);
+    }
+    let run_id: String = row.get(0)?;
+    let Some(committed) = run(&run_id) else {
+        return Err(StoreError::Corrupt(format!("a leased row of run {run_id}, which the batch did not decide")));
+    };
+    let kind: String = row.get(2)?;
+    let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
+    let claims: i64 = row.get(5)?;
+    let due_at: i64 = row.get(4)?;
+    let item = WorkItem { run_id, step: row.get(1)?, kind, attempt: row.get(3)?, reclaimed: claims > 1, claims };
+    let claimed = ClaimedRun {
+        revision: committed.revision.to_owned(),
+        snapshot: committed.snapshot.to_vec(),
+        trace_parent: committed.trace_parent.map(str::to_owned),
+        due_at,
+    };
+    Ok(Some((due_at, item, claimed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: Option<EagerLease> = Some(EagerLease { scope: WorkScope::All, until: 99, rows: 9 });
+    const RECEIPTS: Option<EagerLease> = Some(EagerLease { scope: WorkScope::ReceiptsOnly, until: 99, rows: 9 });
+
+    fn queue(kind: WorkKind, not_before: Option<i64>, lane: Option<&str>) -> Write<'_> {
+        Write::QueueWork { step: "s", kind, attempt: 1, not_before, lane }
+    }
+
+    #[test]
+    fn only_what_a_claim_would_take_now_is_leased() {
+        let now = queue(WorkKind::Attempt, Some(10), None);
+        assert!(leases(&now, 10, false, ALL));
+        assert!(leases(&queue(WorkKind::Attempt, None, None), 10, false, ALL), "due at the instant");
+        assert!(!leases(&now, 10, false, None), "no lease offered");
+        assert!(!leases(&queue(WorkKind::Attempt, Some(11), None), 10, false, ALL), "a backoff waits");
+        assert!(!leases(&queue(WorkKind::Attempt, Some(10), Some("breg")), 10, false, ALL), "a lane's row is offered");
+        assert!(!leases(&now, 10, true, ALL), "a held run's attempt waits");
+        assert!(!leases(&now, 10, false, RECEIPTS), "recovery-only takes receipts alone");
+        let receipt = queue(WorkKind::Receipt, None, None);
+        assert!(leases(&receipt, 10, true, ALL) && leases(&receipt, 10, false, RECEIPTS));
+        let timer = coordinator_core::machine::event::Timer::RunDeadline;
+        assert!(!leases(&Write::SetTimer { timer: &timer, due_at: 1 }, 10, false, ALL));
+    }
+}
