@@ -17,8 +17,8 @@
 //!
 //! On PostgreSQL the row is inserted leased (`batch`: the grouped queue
 //! statement takes an eager flag per row and returns what it leased); on
-//! SQLite a claim of the run's due rows follows its writes, in the same
-//! transaction. This module must not decide anything.
+//! SQLite one claim of the applied runs' due rows follows the batch's
+//! writes, in the same transaction. This module must not decide anything.
 
 use crate::StoreError;
 use crate::claims::{WorkScope, in_work_order, work_row};
@@ -62,35 +62,38 @@ pub(crate) fn leases(write: &Write<'_>, at: i64, held: bool, lease: Option<Eager
     }
 }
 
-/// SQLite: leases at most `$6` of the run's due unleased rows without a
-/// lane, in claim order, as a claim of that run alone would (`$1` owner, `$2`
-/// lease end, `$3` run, `$4` now, `$5` 1 for receipts only), returning them
-/// as a claim does.
+/// SQLite: leases at most `$6` of the due unleased rows without a lane of
+/// the runs in `$3` (a JSON array of run ids), in claim order, as a claim of
+/// those runs alone would (`$1` owner, `$2` lease end, `$4` now, `$5` 1 for
+/// receipts only), returning them as a claim does.
 const LEASE_QUEUED_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
-     WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o \
-     WHERE o.run_id = $3 AND o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $4 \
-     AND ($5 = 0 OR o.kind = 'receipt') \
-     AND (o.kind = 'receipt' OR NOT (SELECT r.held FROM runs r WHERE r.id = $3)) \
+     WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
+     WHERE o.run_id IN (SELECT j.value FROM json_each($3) AS j) \
+     AND o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $4 \
+     AND ($5 = 0 OR o.kind = 'receipt') AND (o.kind = 'receipt' OR NOT r.held) \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $6) \
      RETURNING run_id, step, kind, attempt, not_before, claims, \
      (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), \
      (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id), \
      (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id)";
 
-/// SQLite: leases what run `run_id`'s decision left due, at most `rows`
-/// (see the module doc).
-pub(crate) async fn lease_run_sqlite(
+/// SQLite: leases what the decisions of `runs` left due, at most
+/// `lease.rows`, in one statement after the batch's writes (see the module doc).
+pub(crate) async fn lease_runs_sqlite(
     tx: &mut Tx,
-    run_id: &str,
+    runs: &[&str],
     owner: &str,
     at: i64,
     lease: EagerLease,
-    rows: usize,
 ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
+    if runs.is_empty() || lease.rows == 0 {
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(runs).map_err(|e| StoreError::Corrupt(format!("run ids: {e}")))?;
     let receipts_only = i64::from(lease.scope == WorkScope::ReceiptsOnly);
-    let most = i64::try_from(rows).unwrap_or(i64::MAX);
+    let most = i64::try_from(lease.rows).unwrap_or(i64::MAX);
     let args: Vec<Arg> =
-        vec![owner.into(), lease.until.into(), run_id.into(), at.into(), receipts_only.into(), most.into()];
+        vec![owner.into(), lease.until.into(), Arg::Text(ids), at.into(), receipts_only.into(), most.into()];
     let rows = tx.fetch_all(LEASE_QUEUED_SQLITE, args).await?;
     Ok(in_work_order(rows.iter().map(|row| work_row(row, 0)).collect::<Result<_, _>>()?))
 }

@@ -148,7 +148,8 @@ fn take_batch(waiting: &mut VecDeque<Report>, limit: usize) -> Vec<Report> {
 /// Applies a batch in one transaction, hands over what it leased, and tells
 /// each reporter how it went.
 async fn apply_batch(engine: &Engine, batch: Vec<Report>, handoff: Option<&Handoff>) {
-    if let ([report], None) = (batch.as_slice(), handoff) {
+    let offered = handoff.filter(|_| engine.store.eager_dispatch() && !engine.is_draining() && !engine.is_fenced());
+    if let ([report], None) = (batch.as_slice(), offered) {
         let result = apply_one(engine, report).await;
         finish(batch, vec![result]);
         return;
@@ -158,7 +159,6 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>, handoff: Option<&Hando
     // Places for what the batch queues for at once (a report's decision mostly queues one row,
     // an attempt with a receipt lookup two); those it leased nothing into go back after it, and
     // rows beyond them are queued for a claim. The rest of the room stays the claim rounds'.
-    let offered = handoff.filter(|_| !engine.is_draining() && !engine.is_fenced());
     let mut places = offered.map(|h| h.in_hand.reserve(batch.len().saturating_mul(2)));
     let lease = offered.zip(places.as_ref()).filter(|(_, p)| p.len() > 0).map(|(h, p)| EagerLease {
         scope: h.scope,
