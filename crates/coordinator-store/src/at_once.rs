@@ -12,19 +12,27 @@
 //! an admission from a trigger event (its event row is written in the same
 //! transaction, `runs::admit_in`). When the idempotency key was taken first,
 //! nothing is written and the caller reads what the key admitted.
+//!
+//! Eager dispatch (`eager`): given a lease, the first decision's rows that a
+//! claim would take at once are inserted leased to the admitting process's
+//! worker (at most the lease's rows) and handed back with the run, so the
+//! first step needs no claim round.
 
 use crate::StoreError;
 use crate::audit::Line;
 use crate::batch::{Grouped, groupable};
+use crate::claims::in_work_order;
 use crate::db::{Arg, Tx};
-use crate::persist::{Write, audit_kind, decision_writes, wakes_workers};
+use crate::eager::{self, EagerLease};
+use crate::persist::{Write, audit_kind, decision_writes};
 use crate::runs::{insert_run_sql, run_args};
-use crate::types::{Decision, NewRun};
+use crate::types::{ClaimedRun, Decision, NewRun, WorkItem, WorkKind};
 
 /// The statement: the key's row (when the run has a key), the run row
 /// (`insert_run_sql!`, `$1`–`$13`) only when the key was taken for it, then its
-/// first decision's rows (the outbox rows' lanes are `$25`); `$gate` (a
-/// literal, `""` for none) is a condition both inserts need.
+/// first decision's rows (the outbox rows' lanes are `$25`, whether each is
+/// leased at once `$26`, to `$27` until `$28`); `$gate` (a literal, `""` for
+/// none) is a condition both inserts need.
 macro_rules! admit_pg_sql {
     ($gate:expr) => {
         concat!(
@@ -36,9 +44,10 @@ macro_rules! admit_pg_sql {
             insert_run_sql!(concat!(" WHERE ($5::text IS NULL OR EXISTS (SELECT 1 FROM k))", $gate)),
             "), \
    q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims, lane) \
-     SELECT r.id, q.step, q.kind, q.attempt, q.not_before, NULL, NULL, 0, q.lane \
-     FROM r, unnest($14::text[], $15::text[], $16::bigint[], $17::bigint[], $25::text[]) \
-     AS q(step, kind, attempt, not_before, lane)), \
+     SELECT r.id, q.step, q.kind, q.attempt, q.not_before, CASE WHEN q.eager THEN $27::text END, \
+     CASE WHEN q.eager THEN $28::bigint END, CASE WHEN q.eager THEN 1 ELSE 0 END, q.lane \
+     FROM r, unnest($14::text[], $15::text[], $16::bigint[], $17::bigint[], $25::text[], $26::bool[]) \
+     AS q(step, kind, attempt, not_before, lane, eager)), \
    t AS (INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT r.id, t.timer, t.due_at, NULL, NULL FROM r, unnest($18::text[], $19::bigint[]) AS t(timer, due_at)), \
    w AS (INSERT INTO waits (run_id, step, reference) \
@@ -61,31 +70,44 @@ const ADMIT_GUARDED_PG: &str = admit_pg_sql!(
 );
 
 /// The first decision's writes as the statement's columns (its deletes are
-/// collected and not used: a new run has no rows to delete) and its audit
-/// entries, or `None` when its writes must keep their order.
-fn columns<'a>(run: &str, decision: &'a Decision, at: i64) -> Result<Option<(Grouped, Vec<Line<'a>>)>, StoreError> {
+/// collected and not used: a new run has no rows to delete), its audit
+/// entries and whether anything it queued is left for a claim (a wake-up),
+/// or `None` when its writes must keep their order. Rows a claim would take
+/// at once are leased under `lease`, at most its rows.
+fn columns<'a>(
+    run: &str,
+    decision: &'a Decision,
+    at: i64,
+    lease: Option<EagerLease>,
+) -> Result<Option<(Grouped, Vec<Line<'a>>, bool)>, StoreError> {
     let all: Vec<Write<'a>> = decision_writes(&decision.actions, &decision.lanes);
     if !groupable(&all)? {
         return Ok(None);
     }
     let mut grouped = Grouped::default();
     let mut journal = Vec::new();
+    let (mut room, mut wakes) = (lease.map_or(0, |l| l.rows), false);
     for write in &all {
         match write {
             Write::Journal { kind, step, detail } => {
                 journal.push(Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() });
             }
-            // An admission queues its rows unleased: claims take them.
-            other => grouped.add(run, at, other, false)?,
+            other => {
+                let eager = room > 0 && eager::leases(other, at, decision.held, lease);
+                room -= usize::from(eager);
+                wakes |= other.wakes(at) && !eager;
+                grouped.add(run, at, other, eager)?;
+            }
         }
     }
-    Ok(Some((grouped, journal)))
+    Ok(Some((grouped, journal, wakes)))
 }
 
 /// What became of a one-statement admission.
 pub(crate) enum AtOnce {
-    /// The run was created with its first decision's writes, committed.
-    Created,
+    /// The run was created with its first decision's writes, committed; with
+    /// the rows leased at once (eager dispatch), in claim order.
+    Created(Vec<(WorkItem, ClaimedRun)>),
     /// The idempotency key was taken first: nothing was written.
     KeyTaken,
     /// The first decision cannot be written this way: use a transaction.
@@ -95,17 +117,19 @@ pub(crate) enum AtOnce {
 /// Admits `new` with `decision` in one statement on `conn` (a PostgreSQL
 /// handle outside any transaction, `Pool::begin_read`); `guarded`: only while
 /// the admission's gate is open (no hold, the revision active), else
-/// [`AtOnce::KeyTaken`] stands for either.
+/// [`AtOnce::KeyTaken`] stands for either. Under `lease` (owner and lease),
+/// what a claim would take at once is leased to that owner.
 pub(crate) async fn admit(
     conn: &mut Tx,
     new: &NewRun,
     decision: &Decision,
     guarded: bool,
+    lease: Option<(&str, EagerLease)>,
 ) -> Result<AtOnce, StoreError> {
-    let Some((g, journal)) = columns(&new.id, decision, new.admitted_at)? else {
+    let Some((g, journal, wakes)) = columns(&new.id, decision, new.admitted_at, lease.map(|(_, l)| l))? else {
         return Ok(AtOnce::NotThisWay);
     };
-    let wakes = wakes_workers(&decision.actions);
+    let leased = leased_rows(new, decision, &g);
     let mut args = run_args(new, decision);
     args.extend([
         Arg::Texts(g.queue_work.1),
@@ -120,6 +144,9 @@ pub(crate) async fn admit(
         Arg::MaybeTexts(journal.iter().map(|l| l.step.map(str::to_owned)).collect()),
         Arg::Texts(journal.into_iter().map(|l| l.detail.into_owned()).collect()),
         Arg::MaybeTexts(g.queue_work.5),
+        Arg::Flags(g.queue_work.6),
+        lease.map(|(owner, _)| owner).into(),
+        lease.map(|(_, l)| l.until).into(),
     ]);
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     match conn.fetch_optional(sql, args).await? {
@@ -127,8 +154,32 @@ pub(crate) async fn admit(
             if wakes {
                 conn.announce_after_commit();
             }
-            Ok(AtOnce::Created)
+            Ok(AtOnce::Created(leased))
         }
         None => Ok(AtOnce::KeyTaken),
     }
+}
+
+/// The rows `g` queues leased, as a claim of the new run would return them.
+fn leased_rows(new: &NewRun, decision: &Decision, g: &Grouped) -> Vec<(WorkItem, ClaimedRun)> {
+    let q = &g.queue_work;
+    let rows = (0..q.6.len()).filter(|&i| q.6[i]).filter_map(|i| {
+        let kind = WorkKind::parse(&q.2[i])?;
+        let item = WorkItem {
+            run_id: new.id.clone(),
+            step: q.1[i].clone(),
+            kind,
+            attempt: q.3[i],
+            reclaimed: false,
+            claims: 1,
+        };
+        let run = ClaimedRun {
+            revision: new.revision.clone(),
+            snapshot: decision.snapshot.clone(),
+            trace_parent: new.trace_parent.clone(),
+            due_at: q.4[i],
+        };
+        Some((q.4[i], item, run))
+    });
+    in_work_order(rows.collect())
 }

@@ -539,11 +539,11 @@ async fn persist_grouped<'a>(
             for write in &all {
                 let eager = room > 0 && eager::leases(write, at, decision.held, lease);
                 room -= usize::from(eager);
-                wakes |= write.wakes() && !eager;
+                wakes |= write.wakes(at) && !eager;
                 grouped.add(run, at, write, eager)?;
             }
         } else {
-            wakes |= all.iter().any(Write::wakes);
+            wakes |= all.iter().any(|w| w.wakes(at));
             in_order.push((run, all));
         }
     }

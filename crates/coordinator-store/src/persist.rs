@@ -56,19 +56,31 @@ pub(crate) enum Write<'a> {
     Journal { kind: AuditKind, step: Option<&'a str>, detail: &'a str },
 }
 
+/// A timer due this far (ms) or further after its commit wakes no worker:
+/// every worker looks for due work at least this often (its longest sleep
+/// without a claim round, the service's `hints::SWEEP`), and the round that
+/// finds the timer sleeps until it is due. Without this every admission
+/// (which sets the run's deadline, days away) woke every worker for nothing.
+pub const TIMER_WAKE_HORIZON_MS: i64 = 2_000;
+
 impl Write<'_> {
-    /// Whether the write makes something claimable (work queued, a timer set):
-    /// what wakes workers.
-    pub(crate) fn wakes(&self) -> bool {
-        matches!(self, Write::QueueWork { .. } | Write::SetTimer { .. })
+    /// Whether the write, committed at `at`, makes something claimable soon
+    /// (work queued, a timer set due within [`TIMER_WAKE_HORIZON_MS`]): what
+    /// wakes workers.
+    pub(crate) fn wakes(&self, at: i64) -> bool {
+        match self {
+            Write::QueueWork { .. } => true,
+            Write::SetTimer { due_at, .. } => *due_at < at.saturating_add(TIMER_WAKE_HORIZON_MS),
+            _ => false,
+        }
     }
 }
 
-/// Whether committing `actions` queues work or sets a timer — what a
-/// transaction notifies other processes of, and what the committing process
-/// wakes its own worker for.
-pub fn wakes_workers(actions: &[Action]) -> bool {
-    actions.iter().flat_map(writes).any(|w| w.wakes())
+/// Whether committing `actions` at `at` queues work or sets a timer due
+/// soon — what a transaction notifies other processes of, and what the
+/// committing process wakes its own worker for.
+pub fn wakes_workers(actions: &[Action], at: i64) -> bool {
+    actions.iter().flat_map(writes).any(|w| w.wakes(at))
 }
 
 /// The writes of one action.
@@ -192,7 +204,7 @@ pub(crate) async fn persist<'a>(
     let mut wakes = false;
     let mut journal = Vec::new();
     for write in decision_writes(actions, lanes) {
-        wakes |= write.wakes();
+        wakes |= write.wakes(at);
         match write {
             Write::Journal { kind, step, detail } => {
                 journal.push(Line { kind: audit_kind(kind), step, detail: detail.into() });
@@ -248,6 +260,18 @@ mod tests {
     use coordinator_core::machine::time::Instant;
 
     use super::*;
+
+    #[test]
+    fn queued_work_and_timers_due_soon_wake_workers_and_a_distant_timer_does_not() {
+        let at = 10_000;
+        let timer = |due: i64| [Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(due) }];
+        assert!(wakes_workers(&timer(at), at), "due now");
+        assert!(wakes_workers(&timer(at + TIMER_WAKE_HORIZON_MS - 1), at));
+        assert!(!wakes_workers(&timer(at + TIMER_WAKE_HORIZON_MS), at), "found by a round before it is due");
+        let queued = [Action::Dispatch { step: "s".into(), attempt: 1, not_before: Instant(at + 86_400_000) }];
+        assert!(wakes_workers(&queued, at), "queued work always wakes (its lane's workers are told)");
+        assert!(!wakes_workers(&[Action::CancelTimer { timer: Timer::RunDeadline }], at));
+    }
 
     #[test]
     fn timer_keys_are_canonical_and_round_trip() {

@@ -15,11 +15,13 @@
 use crate::at_once::{self, AtOnce};
 use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Pool, Tx, Writer};
+use crate::eager::EagerLease;
 use crate::listing::{run_columns, run_row};
 use crate::packages::fetch_package;
 use crate::persist::persist;
 use crate::types::{
-    Admission, AdmissionGate, Claim, Decision, Guarded, KeyedRun, NewRun, RunMeta, RunRow, TriggerEvent,
+    Admission, AdmissionGate, Claim, ClaimedRun, Decision, Guarded, KeyedRun, NewRun, RunMeta, RunRow, TriggerEvent,
+    WorkItem,
 };
 use crate::{Store, StoreError, claims, events};
 
@@ -222,14 +224,32 @@ impl Store {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        Ok(self.admit_guarded_leasing(new, None, first).await?.0)
+    }
+
+    /// [`Store::admit_guarded`] that also leases to `lease`'s owner what the
+    /// first decision queues for at once (eager dispatch, `eager`; at most
+    /// the lease's rows, nothing while the restore fence holds): returned
+    /// with the run as committed, in claim order, when the run was created.
+    pub async fn admit_guarded_leasing<E>(
+        &self,
+        new: &NewRun,
+        lease: Option<(&str, EagerLease)>,
+        first: impl FnOnce() -> Result<Decision, E>,
+    ) -> Result<(Guarded, Vec<(WorkItem, ClaimedRun)>), StoreError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let decision = first().map_err(|e| StoreError::Rejected(e.into()))?;
         if !matches!(self.pool, Pool::Pg(..)) {
-            return Ok(Guarded::Closed(decision));
+            return Ok((Guarded::Closed(decision), Vec::new()));
         }
         let mut conn = self.pool.begin_read().await?;
-        match at_once::admit(&mut conn, new, &decision, true).await? {
-            AtOnce::Created => Ok(Guarded::Created),
-            AtOnce::KeyTaken | AtOnce::NotThisWay => Ok(Guarded::Closed(decision)),
+        // Read once the connection is taken, as a claim reads it.
+        let lease = lease.filter(|_| crate::fence::refuse(&self.fence).is_ok());
+        match at_once::admit(&mut conn, new, &decision, true, lease).await? {
+            AtOnce::Created(leased) => Ok((Guarded::Created, leased)),
+            AtOnce::KeyTaken | AtOnce::NotThisWay => Ok((Guarded::Closed(decision), Vec::new())),
         }
     }
 
@@ -277,8 +297,8 @@ impl Store {
                     return existing;
                 }
                 let decision = first_decision(&mut decision, &mut first)?;
-                match at_once::admit(&mut conn, new, decision, false).await? {
-                    AtOnce::Created => return Ok(Admission::Created(new.id.clone())),
+                match at_once::admit(&mut conn, new, decision, false, None).await? {
+                    AtOnce::Created(_) => return Ok(Admission::Created(new.id.clone())),
                     AtOnce::KeyTaken => {
                         if let Some(existing) = find_key(&mut conn, new).await? {
                             return existing;

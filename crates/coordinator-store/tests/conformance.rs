@@ -80,6 +80,7 @@ use due::{
 use eager::{
     a_batch_leases_no_more_rows_than_the_worker_has_room_for, a_batch_leases_only_what_its_scope_and_lease_allow,
     a_batch_leases_the_work_it_queues_to_its_worker, a_receipt_lookup_is_leased_in_recovery_too,
+    an_admission_leases_its_first_step_to_its_worker,
 };
 use events::{
     a_guarded_admission_writes_only_through_an_open_gate, a_refused_admission_records_no_event,
@@ -165,6 +166,7 @@ conformance!(Current in on_sqlite, on_postgres:
     an_event_admits_once_and_replays_its_run,
     a_refused_admission_records_no_event,
     a_guarded_admission_writes_only_through_an_open_gate,
+    an_admission_leases_its_first_step_to_its_worker,
     concurrent_deliveries_of_one_event_create_one_run,
     audit_entries_are_chained_in_order_once_sealed,
     activations_are_journaled_when_they_change,

@@ -55,7 +55,7 @@ impl Told {
     pub(crate) fn of(event: &Event, actions: &[Action], now: i64, admitted_at: Instant) -> Told {
         Told {
             committed: Committed::of(actions),
-            due: crate::hints::Due::of(actions),
+            due: crate::hints::Due::of(actions, now),
             transcript: Transcript::of(event, actions, now),
             admitted_at,
         }

@@ -14,8 +14,8 @@
 //!
 //! Eager dispatch: a worker's committer leases the work its batch queues for
 //! at once to that worker, in the batch's transaction
-//! (`Store::apply_fenced_batch_leasing`), and hands it over ([`Handoff`])
-//! before the reporters hear back; the worker starts it as it starts a
+//! (`Store::apply_fenced_batch_leasing`), and hands it over
+//! (`crate::handoff`) before the reporters hear back; the worker starts it as it starts a
 //! claim's, with no claim round between. Nothing is leased while the engine
 //! drains or the restore fence holds; what the worker can no longer take is
 //! given back (`Store::release`). Work leased this way is left out of the
@@ -30,14 +30,14 @@ use std::sync::Arc;
 
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::event::Event;
-use coordinator_store::{Claim, ClaimedRun, EagerLease, WorkItem, WorkScope};
+use coordinator_store::Claim;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::after::{After, Note, Told};
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::in_hand::{InHand, Place, Places};
+use crate::handoff::{Handoff, Offer};
 use crate::telemetry::traces::{Live, RunTrace};
 
 /// One report waiting for its transaction.
@@ -56,23 +56,6 @@ impl Report {
             Claim::Timer(t) => &t.run_id,
         }
     }
-}
-
-/// Work leased to the worker by a batch (or claimed by it), with its run as
-/// committed and its place in hand.
-pub(crate) type Leased = (WorkItem, ClaimedRun, Place);
-
-/// Where a committer hands the work its batches lease (eager dispatch): the
-/// worker's lease and scope, and its queue.
-pub(crate) struct Handoff {
-    /// How long the lease lasts, in ms (the worker's claims').
-    pub(crate) lease_ms: i64,
-    /// Which work the worker takes.
-    pub(crate) scope: WorkScope,
-    /// The worker's room for work: nothing is leased without a place.
-    pub(crate) in_hand: InHand,
-    /// The worker's queue of leased work.
-    pub(crate) to: mpsc::UnboundedSender<Leased>,
 }
 
 /// Where the worker's tasks hand their reports (cheap to clone).
@@ -148,23 +131,18 @@ fn take_batch(waiting: &mut VecDeque<Report>, limit: usize) -> Vec<Report> {
 /// Applies a batch in one transaction, hands over what it leased, and tells
 /// each reporter how it went.
 async fn apply_batch(engine: &Engine, batch: Vec<Report>, handoff: Option<&Handoff>) {
-    let offered = handoff.filter(|_| engine.store.eager_dispatch() && !engine.is_draining() && !engine.is_fenced());
-    if let ([report], None) = (batch.as_slice(), offered) {
+    let now = engine.now();
+    // Places for what the batch queues for at once (a report's decision mostly queues one row,
+    // an attempt with a receipt lookup two); those it leased nothing into go back after it, and
+    // rows beyond them are queued for a claim. The rest of the room stays the claim rounds'.
+    let offer = Offer::new(engine, handoff, batch.len().saturating_mul(2), now);
+    if let ([report], None) = (batch.as_slice(), &offer) {
         let result = apply_one(engine, report).await;
         finish(batch, vec![result]);
         return;
     }
     let started = std::time::Instant::now();
-    let now = engine.now();
-    // Places for what the batch queues for at once (a report's decision mostly queues one row,
-    // an attempt with a receipt lookup two); those it leased nothing into go back after it, and
-    // rows beyond them are queued for a claim. The rest of the room stays the claim rounds'.
-    let mut places = offered.map(|h| h.in_hand.reserve(batch.len().saturating_mul(2)));
-    let lease = offered.zip(places.as_ref()).filter(|(_, p)| p.len() > 0).map(|(h, p)| EagerLease {
-        scope: h.scope,
-        until: now.saturating_add(h.lease_ms),
-        rows: p.len(),
-    });
+    let lease = offer.as_ref().map(Offer::lease);
     let claims: Vec<Claim> = batch.iter().map(|r| r.claim.clone()).collect();
     // Every decision of the batch spans the one transaction (lock → commit).
     let mut traced: Vec<(RunTrace, Live)> = batch
@@ -191,8 +169,8 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>, handoff: Option<&Hando
                     told.due.take_leased(leased.map(|(item, _)| item.step.as_str()));
                 }
             }
-            if let (Some(handoff), Some(places)) = (handoff, places.as_mut()) {
-                hand_over(engine, handoff, batched.leased, places).await;
+            if let Some(offer) = offer {
+                offer.hand_over(engine, batched.leased).await;
             }
             Ok(batched.results)
         }
@@ -235,28 +213,6 @@ async fn apply_batch(engine: &Engine, batch: Vec<Report>, handoff: Option<&Hando
         }
     };
     finish(batch, results);
-}
-
-/// Hands `leased` to the worker, each with one of `places`; what it can no
-/// longer take (it stopped) is given back.
-async fn hand_over(engine: &Engine, handoff: &Handoff, leased: Vec<(WorkItem, ClaimedRun)>, places: &mut Places) {
-    for (item, run) in leased {
-        // The batch leased no more rows than it was given places for.
-        let Some(place) = places.take_one() else {
-            release(engine, item).await;
-            continue;
-        };
-        if let Err(mpsc::error::SendError((item, _, _))) = handoff.to.send((item, run, place)) {
-            release(engine, item).await;
-        }
-    }
-}
-
-/// Gives back a lease of work that will not be done here (the row is due again at once).
-pub(crate) async fn release(engine: &Engine, item: WorkItem) {
-    if let Err(e) = engine.store.release(&Claim::Work(item), &engine.owner).await {
-        tracing::warn!(error = %e, "giving back leased work failed; its lease runs out instead");
-    }
 }
 
 /// One report in its own transaction (the engine records its metrics).

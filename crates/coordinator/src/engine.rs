@@ -133,6 +133,9 @@ pub struct Engine {
     lane_work: tokio::sync::watch::Sender<u64>,
     /// The restore fence's watch (`crate::fence`).
     pub(crate) fence: crate::fence::Watch,
+    /// Where admissions hand the work they lease to this process's worker,
+    /// while it runs (eager dispatch, `crate::handoff`).
+    handoff: std::sync::Mutex<Option<crate::handoff::Handoff>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -173,7 +176,39 @@ impl Engine {
             changes: tokio::sync::watch::Sender::new(0),
             lane_work: tokio::sync::watch::Sender::new(0),
             fence: crate::fence::Watch::default(),
+            handoff: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Registers (or, with `None`, withdraws) the worker's hand-over for admissions.
+    pub(crate) fn set_handoff(&self, handoff: Option<crate::handoff::Handoff>) {
+        *self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = handoff;
+    }
+
+    /// What an admission at `now` may lease to the worker (`crate::handoff::Offer`).
+    fn admission_offer(&self, now: i64) -> Option<crate::handoff::Offer> {
+        let handoff = self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        // A first decision mostly queues one row; what finds no place waits for a claim.
+        crate::handoff::Offer::new(self, handoff.as_ref(), 2, now)
+    }
+
+    /// `Store::admit_guarded`, leasing what the first decision queues for at
+    /// once to this process's worker when it may (`admission_offer`) and
+    /// handing it over; returns the leased rows' steps.
+    async fn admit_offering(
+        &self,
+        new: &NewRun,
+        now: i64,
+        first: impl FnOnce() -> Result<Decision, EngineError>,
+    ) -> Result<(Guarded, Vec<String>), coordinator_store::StoreError> {
+        let offer = self.admission_offer(now);
+        let lease = offer.as_ref().map(|o| (self.owner.as_str(), o.lease()));
+        let (guarded, leased) = self.store.admit_guarded_leasing(new, lease, first).await?;
+        let steps = leased.iter().map(|(item, _)| item.step.clone()).collect();
+        if let Some(offer) = offer {
+            offer.hand_over(self, leased).await;
+        }
+        Ok((guarded, steps))
     }
 
     /// The clock every decision and claim of this engine reads (SPEC §5: the
@@ -415,8 +450,10 @@ impl Engine {
         }
         let trace = self.traces.run(&new.id, new.trace_parent.as_deref());
         let span = self.decision_span(&trace, &Event::Admitted);
-        let mut told = None;
+        let mut told: Option<Told> = None;
         let mut first_state = None;
+        // The steps of the rows the admission leased to this process's worker (eager dispatch).
+        let mut leased: Vec<String> = Vec::new();
         let first = || -> Result<Decision, EngineError> {
             let run = Run::new(&new.id, &active, Instant(now), input);
             let t = decide(&wf, &run, &Event::Admitted, Instant(now), &self.settings);
@@ -431,9 +468,12 @@ impl Engine {
                 Some(keyed) => keyed.admission_for(&new),
                 None => self.store.admit_checked(&new, first).await,
             },
-            (None, None) => match self.store.admit_guarded(&new, first).await {
-                Ok(Guarded::Created) => Ok(Admission::Created(new.id.clone())),
-                Ok(Guarded::Closed(decision)) => {
+            (None, None) => match self.admit_offering(&new, now, first).await {
+                Ok((Guarded::Created, steps)) => {
+                    leased = steps;
+                    Ok(Admission::Created(new.id.clone()))
+                }
+                Ok((Guarded::Closed(decision), _)) => {
                     let read = gate.insert(self.admission_gate(workflow, owner, key, &revision).await?);
                     match &read.keyed {
                         Some(keyed) => keyed.admission_for(&new),
@@ -458,6 +498,10 @@ impl Engine {
         }
         let created = matches!(admission, Admission::Created(_));
         self.metrics.admission(created);
+        if let Some(told) = told.as_mut() {
+            // Leased as it was queued: nobody need be woken for it.
+            told.due.take_leased(leased.iter().map(String::as_str));
+        }
         if created {
             let elapsed = started.elapsed();
             let result = Ok(());

@@ -40,6 +40,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod fence;
+pub(crate) mod handoff;
 pub mod hints;
 pub mod hold;
 pub(crate) mod in_hand;

@@ -13,9 +13,9 @@
 //! request take at most) keeps other claims (of this or another process)
 //! away from a claimed row meanwhile.
 //!
-//! Work its own committer leased as it committed (eager dispatch,
-//! `committer::Handoff`) arrives on a queue and is started at once, as a
-//! claim's is, without a claim round.
+//! Work its own committer or this process's admissions leased as they
+//! committed (eager dispatch, `crate::handoff`) arrives on a queue and is
+//! started at once, as a claim's is, without a claim round.
 //!
 //! Work in hand is bounded ([`WorkerOptions::in_hand`], `crate::in_hand`): a
 //! place is taken before a row is claimed or leased and held until its task
@@ -41,9 +41,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::after::Note;
-use crate::committer::{self, Handoff, Leased, Reports};
+use crate::committer::{self, Reports};
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::handoff::{self, Handoff, Leased};
 use crate::in_hand::{self, InHand};
 
 /// The longest the worker sleeps without looking for due work.
@@ -107,6 +108,9 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
     let (handed, mut leased) = mpsc::unbounded_channel();
     let in_hand = InHand::new(options.in_hand);
     let handoff = Handoff { lease_ms: options.lease_ms, scope: scope(&engine), in_hand: in_hand.clone(), to: handed };
+    // Admissions in this process hand their leased work here too, while the worker runs.
+    engine.set_handoff(Some(handoff.clone()));
+    let _registered = Registered(Arc::clone(&engine));
     let (reports, committer) = committer::start(Arc::clone(&engine), Some(handoff));
     // The committer stops with the worker (this future dropped or aborted).
     let _committer = AbortOnDrop(committer);
@@ -179,10 +183,12 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
     engine.hints.worker_stopped();
     tracing::info!(tasks = tasks.len(), "worker draining: claiming nothing more");
     while tasks.join_next().await.is_some() {}
-    // Every report has been answered, so nothing more is leased: what was leased after the drain began goes back.
+    // Every report has been answered and admissions are refused, so nothing more is leased:
+    // what was leased after the drain began goes back.
+    engine.set_handoff(None);
     leased.close();
     while let Some((item, _, _)) = leased.recv().await {
-        committer::release(&engine, item).await;
+        handoff::release(&engine, item).await;
     }
 }
 
@@ -256,7 +262,7 @@ async fn claim_round(
         match places.take_one() {
             Some(place) => start(engine, reports, tasks, (item, run, place)),
             // Never more claimed than the places taken; if so, it goes back.
-            None => committer::release(engine, item).await,
+            None => handoff::release(engine, item).await,
         }
     }
     Ok(next)
@@ -277,6 +283,15 @@ async fn fire(engine: &Engine, reports: &Reports, timer: TimerItem) -> Result<()
     let event = Event::TimerDue { timer: timer.timer.clone() };
     let note = Note { trace_parent: timer.trace_parent.clone(), ..Note::default() };
     reports.apply(Claim::Timer(timer), event, wf, note).await
+}
+
+/// Withdraws the worker's hand-over from admissions when dropped (the worker stopped or was aborted).
+struct Registered(Arc<Engine>);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.0.set_handoff(None);
+    }
 }
 
 /// Aborts a task when dropped.

@@ -5,10 +5,13 @@
 
 use coordinator_core::machine::action::Action;
 use coordinator_core::machine::time::Instant;
-use coordinator_store::{Claim, ClaimLimits, ClaimedRun, Decision, EagerLease, Store, WorkItem, WorkKind, WorkScope};
+use coordinator_store::{
+    Claim, ClaimLimits, ClaimedRun, Decision, EagerLease, Guarded, Package, Store, StoreError, WorkItem, WorkKind,
+    WorkScope,
+};
 
 use super::columns::{not_reviewable, review_answer};
-use super::support::{T0, admit, deciding, decode, run_id, with_actions, workflow};
+use super::support::{T0, TestDb, admit, deciding, decode, first, new_run, run_id, with_actions, workflow};
 use super::{LEASE_MS, accepted_read, ok};
 
 /// Admits `n` runs and claims their first attempt (`read-application`) for `w1`.
@@ -150,4 +153,61 @@ pub async fn a_receipt_lookup_is_leased_in_recovery_too(store: &Store) {
     let claimed = ok(store.claim_work(at, "w2", LEASE_MS, 10).await, "claim");
     let steps: Vec<&str> = claimed.iter().map(|w| w.step.as_str()).collect();
     assert_eq!(steps, vec!["request-review"], "the attempt waits for a claim");
+}
+
+/// `Store::admit_guarded_leasing`: on PostgreSQL the one-statement admission
+/// inserts its first step leased to the admitting worker (at most the
+/// lease's rows) and hands it back with the run; SQLite admits no run this
+/// way (the caller admits with a transaction and a claim takes the step).
+pub(crate) async fn an_admission_leases_its_first_step_to_its_worker(db: &TestDb) {
+    let store: &Store = db;
+    let wf = workflow();
+    let package = Package {
+        revision: wf.revision.clone(),
+        workflow: "reviewed-notice".into(),
+        digest: "d1".into(),
+        bytes: b"package".to_vec(),
+    };
+    ok(store.put_package(&package).await, "put");
+    ok(store.activate("reviewed-notice", &wf.revision, T0, None).await, "activate");
+    let admit_leasing = |n: u32, rows: usize| {
+        let new = new_run(&wf, &run_id(n), "alice", None, T0);
+        let lease = EagerLease { scope: WorkScope::All, until: T0 + LEASE_MS, rows };
+        async move {
+            let decided = first(&workflow(), &new);
+            let outcome = store.admit_guarded_leasing(&new, Some(("w1", lease)), || Ok::<_, StoreError>(decided)).await;
+            (new, ok(outcome, "admit"))
+        }
+    };
+    let (new, (guarded, leased)) = admit_leasing(1, 1).await;
+    if !db.is_postgres() {
+        assert!(matches!(guarded, Guarded::Closed(_)) && leased.is_empty(), "SQLite admits no run this way");
+        return;
+    }
+    assert!(matches!(guarded, Guarded::Created));
+    let expected = WorkItem {
+        run_id: new.id.clone(),
+        step: "read-application".into(),
+        kind: WorkKind::Attempt,
+        attempt: 1,
+        reclaimed: false,
+        claims: 1,
+    };
+    let row = ok(store.load(&new.id).await, "load").unwrap_or_else(|| panic!("run {}", new.id));
+    let committed =
+        ClaimedRun { revision: wf.revision.clone(), snapshot: row.snapshot, trace_parent: None, due_at: T0 };
+    assert_eq!(leased, vec![(expected.clone(), committed)], "the first step, with the run as committed");
+    // Nobody else can claim it; it reports under its lease as a claim's does.
+    let other = ok(store.claim_work(T0, "w2", LEASE_MS, 10).await, "other claimer");
+    assert!(other.is_empty(), "{other:?}");
+    let applied =
+        store.apply_fenced(&Claim::Work(expected), "w1", T0 + 1, deciding(&wf, &accepted_read(), T0 + 1)).await;
+    assert!(matches!(applied, Ok(2)), "{applied:?}");
+
+    // No room: the first step is queued for a claim.
+    let (unleased, (guarded, leased)) = admit_leasing(2, 0).await;
+    assert!(matches!(guarded, Guarded::Created) && leased.is_empty(), "{leased:?}");
+    let claimed = ok(store.claim_work(T0, "w2", LEASE_MS, 10).await, "claim");
+    let claimed: Vec<(&str, i64)> = claimed.iter().map(|w| (w.run_id.as_str(), w.claims)).collect();
+    assert_eq!(claimed, vec![(unleased.id.as_str(), 1)]);
 }

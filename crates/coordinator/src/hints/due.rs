@@ -12,7 +12,8 @@ use crate::remote::RemoteConnections;
 /// What a decision queued, gathered from its actions inside its transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Due {
-    /// Whether it set a timer.
+    /// Whether it set a timer due soon (`TIMER_WAKE_HORIZON_MS`: a later
+    /// one is found by a round before it is due).
     timers: bool,
     /// The step of each row it queued (attempts, receipt lookups,
     /// observations), in order, as often as rows were queued for it.
@@ -20,15 +21,18 @@ pub(crate) struct Due {
 }
 
 impl Due {
-    /// What `actions` queue (the same actions the store writes as queued rows and timers).
-    pub(crate) fn of(actions: &[Action]) -> Due {
+    /// What `actions`, committed at `now`, queue (the same actions the store
+    /// writes as queued rows and timers, and wakes workers for).
+    pub(crate) fn of(actions: &[Action], now: i64) -> Due {
         let mut due = Due::default();
         for action in actions {
             match action {
                 Action::Dispatch { step, .. } | Action::RequestReceipt { step } | Action::Observe { step, .. } => {
                     due.rows.push(step.clone());
                 }
-                Action::ScheduleTimer { .. } => due.timers = true,
+                Action::ScheduleTimer { at, .. } => {
+                    due.timers |= at.0 < now.saturating_add(coordinator_store::TIMER_WAKE_HORIZON_MS);
+                }
                 _ => {}
             }
         }
@@ -85,10 +89,25 @@ mod tests {
             Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(9) },
             Action::CancelTimer { timer: Timer::RunDeadline },
         ];
-        let due = Due::of(&actions);
+        let due = Due::of(&actions, 5);
         assert_eq!(due, Due { timers: true, rows: vec!["notify".into(), "notify".into()] });
         assert!(!due.is_empty());
-        assert!(Due::of(&[Action::CancelTimer { timer: Timer::RunDeadline }]).is_empty());
+        assert!(Due::of(&[Action::CancelTimer { timer: Timer::RunDeadline }], 5).is_empty());
+    }
+
+    #[test]
+    fn a_timer_due_beyond_the_horizon_wakes_nobody() {
+        let horizon = coordinator_store::TIMER_WAKE_HORIZON_MS;
+        let at = |ms: i64| [Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(ms) }];
+        assert!(!Due::of(&at(1_000 + horizon - 1), 1_000).is_empty(), "due within the horizon: a wake-up");
+        assert!(Due::of(&at(1_000 + horizon), 1_000).is_empty(), "a round finds it before it is due");
+        assert!(Due::of(&at(1_000 + 86_400_000), 1_000).is_empty(), "a run's deadline, a day away");
+    }
+
+    #[test]
+    fn every_worker_looks_for_due_work_within_the_horizon() {
+        let longest = i64::try_from(crate::hints::SWEEP.max(crate::worker::MAX_SLEEP).as_millis()).unwrap_or(i64::MAX);
+        assert!(longest <= coordinator_store::TIMER_WAKE_HORIZON_MS, "a worker could sleep past a timer");
     }
 
     #[test]
@@ -97,12 +116,12 @@ mod tests {
             Action::Dispatch { step: "notify".into(), attempt: 1, not_before: Instant(5) },
             Action::RequestReceipt { step: "notify".into() },
         ];
-        let mut due = Due::of(&actions);
+        let mut due = Due::of(&actions, 5);
         due.take_leased(["notify"]);
         assert!(!due.is_empty(), "one of the step's two rows is still to be claimed");
         due.take_leased(["notify", "other"]);
         assert!(due.is_empty());
-        let mut timer = Due::of(&[Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(9) }]);
+        let mut timer = Due::of(&[Action::ScheduleTimer { timer: Timer::RunDeadline, at: Instant(9) }], 5);
         timer.take_leased(["notify"]);
         assert!(!timer.is_empty(), "a timer is never leased this way");
     }
