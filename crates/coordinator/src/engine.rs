@@ -187,7 +187,7 @@ impl Engine {
 
     /// What an admission at `now` may lease to the worker (`crate::handoff::Offer`).
     fn admission_offer(&self, now: i64) -> Option<crate::handoff::Offer> {
-        let handoff = self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let handoff = self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // A first decision mostly queues one row; what finds no place waits for a claim.
         crate::handoff::Offer::new(self, handoff.as_ref(), 2, now)
     }

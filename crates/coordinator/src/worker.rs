@@ -228,6 +228,10 @@ async fn claim_round(
     let Due { timers, work, next } =
         engine.store.claim_due(scope(engine), engine.now(), &engine.owner, options.lease_ms, limits).await?;
     engine.metrics().claim_round(started.elapsed());
+    // Each claimed row takes its place now; the places left over go back before the timers fire
+    // (firing waits for commits, whose eager leases need room).
+    let work: Vec<_> = work.into_iter().map(|(item, run)| (item, run, places.take_one())).collect();
+    drop(places);
     if !timers.is_empty() || !work.is_empty() {
         // Only rounds that claimed something are traced: an idle round says nothing.
         let mut span = engine.traces.start_at("claim round", SpanKind::Internal, None, clock);
@@ -258,8 +262,8 @@ async fn claim_round(
         });
     }
     while firing.join_next().await.is_some() {}
-    for (item, run) in work {
-        match places.take_one() {
+    for (item, run, place) in work {
+        match place {
             Some(place) => start(engine, reports, tasks, (item, run, place)),
             // Never more claimed than the places taken; if so, it goes back.
             None => handoff::release(engine, item).await,

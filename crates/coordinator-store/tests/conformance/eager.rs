@@ -6,12 +6,13 @@
 use coordinator_core::machine::action::Action;
 use coordinator_core::machine::time::Instant;
 use coordinator_store::{
-    Claim, ClaimLimits, ClaimedRun, Decision, EagerLease, Guarded, Package, Store, StoreError, WorkItem, WorkKind,
-    WorkScope,
+    Claim, ClaimLimits, ClaimedRun, Decision, EagerLease, Guarded, Store, StoreError, WorkItem, WorkKind, WorkScope,
 };
 
 use super::columns::{not_reviewable, review_answer};
-use super::support::{T0, TestDb, admit, deciding, decode, first, new_run, run_id, with_actions, workflow};
+use super::support::{
+    T0, TestDb, admit, deciding, decode, first, new_run, put_flagship_package, run_id, with_actions, workflow,
+};
 use super::{LEASE_MS, accepted_read, ok};
 
 /// Admits `n` runs and claims their first attempt (`read-application`) for `w1`.
@@ -162,13 +163,7 @@ pub async fn a_receipt_lookup_is_leased_in_recovery_too(store: &Store) {
 pub(crate) async fn an_admission_leases_its_first_step_to_its_worker(db: &TestDb) {
     let store: &Store = db;
     let wf = workflow();
-    let package = Package {
-        revision: wf.revision.clone(),
-        workflow: "reviewed-notice".into(),
-        digest: "d1".into(),
-        bytes: b"package".to_vec(),
-    };
-    ok(store.put_package(&package).await, "put");
+    put_flagship_package(store, &wf).await;
     ok(store.activate("reviewed-notice", &wf.revision, T0, None).await, "activate");
     let admit_leasing = |n: u32, rows: usize| {
         let new = new_run(&wf, &run_id(n), "alice", None, T0);

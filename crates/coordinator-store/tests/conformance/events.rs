@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use coordinator_store::{Admission, Decision, Guarded, Package, RunFilter, Store, StoreError, TriggerEvent};
+use coordinator_store::{Admission, Decision, Guarded, RunFilter, Store, StoreError, TriggerEvent};
 
 use super::ok;
-use super::support::{T0, TestDb, first, new_run, run_id, workflow};
+use super::support::{T0, TestDb, first, new_run, put_flagship_package, run_id, workflow};
 
 const OWNER: &str = "trigger:registry";
 
@@ -128,13 +128,7 @@ pub async fn both_admission_paths_write_the_same_rows(store: &Store) {
 pub(crate) async fn a_guarded_admission_writes_only_through_an_open_gate(db: &TestDb) {
     let store: &Store = db;
     let wf = workflow();
-    let package = Package {
-        revision: wf.revision.clone(),
-        workflow: "reviewed-notice".into(),
-        digest: "d1".into(),
-        bytes: b"package".to_vec(),
-    };
-    ok(store.put_package(&package).await, "put");
+    put_flagship_package(store, &wf).await;
     let closed = |what: &str, outcome: Result<Guarded, StoreError>| match ok(outcome, what) {
         Guarded::Closed(decision) => decision,
         Guarded::Created => panic!("{what}: admitted through a closed gate"),

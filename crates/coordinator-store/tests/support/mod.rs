@@ -15,7 +15,7 @@ use coordinator_core::machine::run::{Attention, Run};
 use coordinator_core::machine::time::Instant;
 use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_functions::Limits;
-use coordinator_store::{Admission, Decision, NewRun, Store, StoreError};
+use coordinator_store::{Admission, Decision, NewRun, Package, Store, StoreError};
 use coordinator_testdb::ScratchDb;
 use serde_json::json;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
@@ -226,6 +226,17 @@ pub fn first(wf: &Workflow, new: &NewRun) -> Decision {
         run.apply(a);
     }
     decision(&run, &t)
+}
+
+/// Stores the flagship's package at `wf`'s revision (not activated).
+pub async fn put_flagship_package(store: &Store, wf: &Workflow) {
+    let package = Package {
+        revision: wf.revision.clone(),
+        workflow: "reviewed-notice".into(),
+        digest: "d1".into(),
+        bytes: b"package".to_vec(),
+    };
+    assert!(store.put_package(&package).await.is_ok(), "put the package");
 }
 
 /// Admits a run (no key) and returns its id.
