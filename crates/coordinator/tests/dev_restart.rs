@@ -72,12 +72,25 @@ async fn get(url: &str, token: &str) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// The revision of the `serving` line. The listener answers `/readyz` a
+/// moment before that line is written, so it is waited for, not assumed.
+async fn serving_revision(dev: &Dev) -> String {
+    let started = Instant::now();
+    loop {
+        let revision = process::json_lines(&dev.log)
+            .iter()
+            .find(|line| line["message"] == "serving")
+            .and_then(|line| line["revision"].as_str().map(str::to_owned));
+        if let Some(revision) = revision {
+            return revision;
+        }
+        assert!(started.elapsed() < GUARD, "no serving line:\n{}", read(&dev.log));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn admit(dev: &Dev, token: &str, key: &str) -> String {
-    let revision = process::json_lines(&dev.log)
-        .iter()
-        .find(|line| line["message"] == "serving")
-        .and_then(|line| line["revision"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no serving line:\n{}", read(&dev.log)));
+    let revision = serving_revision(dev).await;
     let body =
         json!({"workflow": "reviewed-notice", "revision": revision, "input": sample_input(), "idempotencyKey": key});
     let response = reqwest::Client::new()
