@@ -90,7 +90,7 @@ fn columns<'a>(
     for write in &all {
         match write {
             Write::Journal { kind, step, detail } => {
-                journal.push(Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() });
+                journal.push(Line { kind: audit_kind(*kind), step: step.map(Into::into), detail: (*detail).into() });
             }
             other => {
                 let eager = room > 0 && eager::leases(other, at, decision.held, lease);
@@ -141,7 +141,7 @@ pub(crate) async fn admit(
         Arg::Texts(g.open_waits.1),
         Arg::Texts(g.open_waits.2),
         Arg::Texts(journal.iter().map(|l| l.kind.to_owned()).collect()),
-        Arg::MaybeTexts(journal.iter().map(|l| l.step.map(str::to_owned)).collect()),
+        Arg::MaybeTexts(journal.iter().map(|l| l.step.as_deref().map(str::to_owned)).collect()),
         Arg::Texts(journal.into_iter().map(|l| l.detail.into_owned()).collect()),
         Arg::MaybeTexts(g.queue_work.5),
         Arg::Flags(g.queue_work.6),

@@ -29,12 +29,13 @@
 //! chained twice (and the `UPDATE … WHERE hash IS NULL` count is checked, so
 //! if it ever were, the sealing would be rolled back instead).
 //!
-//! A batch of reports on PostgreSQL (`batch`, most of a running deployment's
-//! entries) does not leave its entries pending: [`append_chained`] locks the
-//! head inside the batch's transaction, seals what is pending first, and
-//! inserts the batch's entries already chained — one write per entry instead
-//! of an insert and an update of the whole row (the sealing `UPDATE` was the
-//! largest share of WAL per run, bench/RESULTS.md). Admissions and single
+//! A batch of reports (`batch`, most of a running deployment's entries) does
+//! not leave its entries pending, on either backend: [`append_chained`]
+//! locks the head inside the batch's transaction, seals what is pending
+//! first, and inserts the batch's entries already chained — one write per
+//! entry instead of an insert and an update of the whole row (the sealing
+//! `UPDATE` was the largest share of WAL per run, bench/RESULTS.md; on
+//! SQLite it took the only write lock once more). Admissions and single
 //! applies stay lock-free on the journal and pending, so they never wait for
 //! a batch's commit.
 //!
@@ -59,6 +60,12 @@ const HEAD_READ: &str = "SELECT position, hash FROM audit_head WHERE singleton =
 const APPEND_SQLITE: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor) \
      SELECT json_extract(j.value, '$[0]'), $1, json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), \
      json_extract(j.value, '$[3]'), $2 FROM json_each($3) AS j ORDER BY j.key";
+/// [`APPEND_SQLITE`] with each entry's position and hash, `[4]` and `[5]`
+/// (`append_chained`; no `prev_hash`: readers [`link`] it).
+const APPEND_CHAINED_SQLITE: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash) \
+     SELECT json_extract(j.value, '$[0]'), $1, json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), \
+     json_extract(j.value, '$[3]'), $2, json_extract(j.value, '$[4]'), json_extract(j.value, '$[5]') \
+     FROM json_each($3) AS j ORDER BY j.key";
 /// All lines in one statement; `ORDER BY` the lines' order, so `seq` (taken as
 /// the sorted rows are inserted) follows it.
 const APPEND_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor) \
@@ -100,9 +107,24 @@ pub(crate) struct Line<'a> {
     /// The kind's spelling.
     pub kind: &'static str,
     /// The step.
-    pub step: Option<&'a str>,
+    pub step: Option<Cow<'a, str>>,
     /// The description (never a protected payload).
     pub detail: Cow<'a, str>,
+}
+
+/// One chained line as [`APPEND_CHAINED_SQLITE`] reads it: run, kind, step,
+/// detail, position, hash.
+type ChainedLine<'a> = (Option<&'a str>, &'a str, Option<&'a str>, &'a str, i64, String);
+
+impl Line<'_> {
+    /// The line, owning its text (kept past the decision it came from).
+    pub(crate) fn into_owned(self) -> Line<'static> {
+        Line {
+            kind: self.kind,
+            step: self.step.map(|s| Cow::Owned(s.into_owned())),
+            detail: Cow::Owned(self.detail.into_owned()),
+        }
+    }
 }
 
 /// A page of the journal (`Store::audit`).
@@ -150,7 +172,7 @@ pub(crate) async fn append_entries(
         }
         Dialect::Sqlite => {
             let lines: Vec<(Option<&str>, &str, Option<&str>, &str)> =
-                entries.iter().map(|(run, l)| (*run, l.kind, l.step, l.detail.as_ref())).collect();
+                entries.iter().map(|(run, l)| (*run, l.kind, l.step.as_deref(), l.detail.as_ref())).collect();
             let lines = serde_json::to_string(&lines).map_err(|e| StoreError::Corrupt(format!("audit lines: {e}")))?;
             tx.execute(APPEND_SQLITE, vec![at.into(), actor.into(), lines.into()]).await?;
         }
@@ -164,7 +186,7 @@ fn pg_columns(at: i64, actor: Option<&str>, entries: &[(Option<&str>, &Line<'_>)
         Arg::MaybeTexts(entries.iter().map(|(run, _)| run.map(str::to_owned)).collect()),
         at.into(),
         Arg::Texts(entries.iter().map(|(_, l)| l.kind.to_owned()).collect()),
-        Arg::MaybeTexts(entries.iter().map(|(_, l)| l.step.map(str::to_owned)).collect()),
+        Arg::MaybeTexts(entries.iter().map(|(_, l)| l.step.as_deref().map(str::to_owned)).collect()),
         Arg::Texts(entries.iter().map(|(_, l)| l.detail.clone().into_owned()).collect()),
         actor.into(),
     ]
@@ -193,10 +215,12 @@ pub(crate) async fn seal(store: &Store, limit: u32) -> Result<u64, StoreError> {
     }
     let mut tx = store.pool.begin_for(Writer::Background).await?;
     let mut head = lock_head(&mut tx).await?;
-    let count = seal_locked(&mut tx, &mut head, limit).await?;
-    if count == 0 {
+    let sealed = chain_pending(&mut tx, &mut head, limit).await?;
+    if sealed.is_empty() {
         return Ok(0);
     }
+    let count = u64::try_from(sealed.len()).unwrap_or(u64::MAX);
+    check_sealed(write_seals(&mut tx, sealed).await?, count)?;
     tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
     tx.commit().await?;
     Ok(count)
@@ -212,17 +236,13 @@ async fn lock_head(tx: &mut Tx) -> Result<Head, StoreError> {
     read_head(tx, lock).await
 }
 
-/// Under the head's lock (`lock_head`, in `tx`): chains up to `limit`
-/// committed pending entries after `head`, in `seq` order, moving `head`
-/// along (the caller writes it back); returns how many. The pending rows are
-/// read by a statement after the lock, so a sealer that waited for it reads
-/// them as the one before it left them.
-async fn seal_locked(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<u64, StoreError> {
-    let dialect = tx.dialect();
+/// Under the head's lock (`lock_head`, in `tx`): up to `limit` committed
+/// pending entries, in `seq` order, each chained after `head`, which moves
+/// along (the caller writes both). The pending rows are read by a statement
+/// after the lock, so a sealer that waited for it reads them as the one
+/// before it left them.
+async fn chain_pending(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<Vec<(i64, Entry)>, StoreError> {
     let rows = tx.fetch_all(PENDING, vec![i64::from(limit).into()]).await?;
-    if rows.is_empty() {
-        return Ok(0);
-    }
     let mut sealed = Vec::with_capacity(rows.len());
     for row in &rows {
         let (seq, run_id, at, kind, step, actor, detail): (
@@ -246,34 +266,44 @@ async fn seal_locked(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<u64, St
         *head = entry.head();
         sealed.push((seq, entry));
     }
-    let count = u64::try_from(sealed.len()).unwrap_or(u64::MAX);
-    let written = match dialect {
-        Dialect::Pg => {
-            let seqs = sealed.iter().map(|(seq, _)| *seq).collect();
-            let ats = sealed.iter().map(|(_, e)| e.at).collect();
-            let positions = sealed.iter().map(|(_, e)| e.position).collect();
-            let hashes = sealed.into_iter().map(|(_, e)| e.hash).collect();
-            let args = vec![Arg::Ints(seqs), Arg::Ints(positions), Arg::Texts(hashes), Arg::Ints(ats)];
-            tx.execute(SEAL_PG, args).await?
-        }
+    Ok(sealed)
+}
+
+/// Chained pending rows as [`SEAL_PG`]'s `$1`–`$4` (seq, position, hash, at).
+fn seal_columns(sealed: Vec<(i64, Entry)>) -> Vec<Arg> {
+    let seqs = sealed.iter().map(|(seq, _)| *seq).collect();
+    let ats = sealed.iter().map(|(_, e)| e.at).collect();
+    let positions = sealed.iter().map(|(_, e)| e.position).collect();
+    let hashes = sealed.into_iter().map(|(_, e)| e.hash).collect();
+    vec![Arg::Ints(seqs), Arg::Ints(positions), Arg::Texts(hashes), Arg::Ints(ats)]
+}
+
+/// Writes chained pending rows' positions and hashes; returns how many rows it wrote.
+async fn write_seals(tx: &mut Tx, sealed: Vec<(i64, Entry)>) -> Result<u64, StoreError> {
+    match tx.dialect() {
+        Dialect::Pg => tx.execute(SEAL_PG, seal_columns(sealed)).await,
         Dialect::Sqlite => {
             let rows: Vec<(i64, i64, &str)> =
                 sealed.iter().map(|(seq, e)| (*seq, e.position, e.hash.as_str())).collect();
             let rows = serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(format!("audit seals: {e}")))?;
-            tx.execute(SEAL_SQLITE, vec![rows.into()]).await?
+            tx.execute(SEAL_SQLITE, vec![rows.into()]).await
         }
-    };
-    if written != count {
-        // Another writer chained some of these rows: roll back rather than chain one twice.
-        return Err(StoreError::Conflict {
-            what: format!("audit entries sealed concurrently ({written} of {count} still pending)"),
-        });
     }
-    Ok(count)
 }
 
-/// PostgreSQL: writes `entries` inside `tx` already chained, for a
-/// transaction that writes many (a batch of reports, `batch`): it locks the
+/// Refuses a sealing that wrote fewer rows than it chained: another writer
+/// chained some of them, so roll back rather than chain one twice.
+fn check_sealed(written: u64, count: u64) -> Result<(), StoreError> {
+    if written == count {
+        return Ok(());
+    }
+    Err(StoreError::Conflict {
+        what: format!("audit entries sealed concurrently ({written} of {count} still pending)"),
+    })
+}
+
+/// Writes `entries` inside `tx` already chained, for a transaction that
+/// writes many (a batch of reports, `batch`): it locks the
 /// head, first seals every committed pending entry (so each run's entries
 /// stay in their order: a run's earlier transactions committed before this
 /// one locked the run, so their pending entries are visible here), then
@@ -292,18 +322,43 @@ pub(crate) async fn append_chained(
         return Ok(());
     }
     let mut head = lock_head(tx).await?;
-    while seal_locked(tx, &mut head, SEAL_ALL_BATCH).await? >= u64::from(SEAL_ALL_BATCH) {}
+    loop {
+        let sealed = chain_pending(tx, &mut head, SEAL_ALL_BATCH).await?;
+        let count = u64::try_from(sealed.len()).unwrap_or(u64::MAX);
+        if count > 0 {
+            check_sealed(write_seals(tx, sealed).await?, count)?;
+        }
+        if count < u64::from(SEAL_ALL_BATCH) {
+            break;
+        }
+    }
     let (mut positions, mut hashes) = (Vec::new(), Vec::new());
     for (run, line) in entries {
-        let content = Content { run_id: *run, at, kind: line.kind, step: line.step, actor, detail: &line.detail };
+        let content =
+            Content { run_id: *run, at, kind: line.kind, step: line.step.as_deref(), actor, detail: &line.detail };
         let entry = Entry::chained(&head, &content);
         head = entry.head();
         positions.push(entry.position);
         hashes.push(entry.hash);
     }
-    let mut args = pg_columns(at, actor, entries);
-    args.extend([Arg::Ints(positions), Arg::Texts(hashes)]);
-    tx.execute(APPEND_CHAINED_PG, args).await?;
+    match tx.dialect() {
+        Dialect::Pg => {
+            let mut args = pg_columns(at, actor, entries);
+            args.extend([Arg::Ints(positions), Arg::Texts(hashes)]);
+            tx.execute(APPEND_CHAINED_PG, args).await?;
+        }
+        Dialect::Sqlite => {
+            let lines: Vec<ChainedLine<'_>> = entries
+                .iter()
+                .zip(positions.into_iter().zip(hashes))
+                .map(|((run, l), (position, hash))| {
+                    (*run, l.kind, l.step.as_deref(), l.detail.as_ref(), position, hash)
+                })
+                .collect();
+            let lines = serde_json::to_string(&lines).map_err(|e| StoreError::Corrupt(format!("audit lines: {e}")))?;
+            tx.execute(APPEND_CHAINED_SQLITE, vec![at.into(), actor.into(), lines.into()]).await?;
+        }
+    }
     tx.execute(MOVE_HEAD, vec![head.position.into(), head.hash.into()]).await?;
     Ok(())
 }

@@ -182,7 +182,8 @@ where
 }
 
 /// SQLite: the statements of a single apply per report, in one transaction,
-/// then one lease of what they left due (under `lease`).
+/// their audit entries chained at once, then one lease of what they left due
+/// (under `lease`).
 async fn batch_sqlite<E>(
     tx: &mut Tx,
     claims: &[Claim],
@@ -196,11 +197,13 @@ where
 {
     let mut outcome = Vec::with_capacity(claims.len());
     let mut applied: Vec<&str> = Vec::with_capacity(claims.len());
+    let mut journal: Vec<(&str, Line<'static>)> = Vec::new();
     for (i, claim) in claims.iter().enumerate() {
         let decide_this = |snapshot: &[u8]| decide(i, snapshot);
-        match runs::apply_locked(tx, run_of(claim), at, None, Some((claim, owner)), None, decide_this).await {
-            Ok(version) => {
+        match runs::apply_unjournaled(tx, run_of(claim), at, None, Some((claim, owner)), decide_this).await {
+            Ok((version, lines)) => {
                 applied.push(run_of(claim));
+                journal.extend(lines.into_iter().map(|line| (run_of(claim), line)));
                 outcome.push(Ok(version));
             }
             // These fail before anything of the report is written.
@@ -210,6 +213,10 @@ where
             Err(e) => return Err(e),
         }
     }
+    // Chained here, not left pending for the sealer (whose later update of
+    // every entry would take the only write lock again).
+    let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
+    audit::append_chained(tx, at, None, &entries).await?;
     let leased = match lease {
         Some(lease) => eager::lease_runs_sqlite(tx, &applied, owner, at, lease).await?,
         None => Vec::new(),
@@ -532,7 +539,10 @@ async fn persist_grouped<'a>(
         let all: Vec<Write<'a>> = decision_writes(&decision.actions, &decision.lanes);
         for write in &all {
             if let Write::Journal { kind, step, detail } = write {
-                journal.push((*run, Line { kind: audit_kind(*kind), step: *step, detail: (*detail).into() }));
+                journal.push((
+                    *run,
+                    Line { kind: audit_kind(*kind), step: step.map(Into::into), detail: (*detail).into() },
+                ));
             }
         }
         if groupable(&all)? {

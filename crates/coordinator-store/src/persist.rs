@@ -207,7 +207,7 @@ pub(crate) async fn persist<'a>(
         wakes |= write.wakes(at);
         match write {
             Write::Journal { kind, step, detail } => {
-                journal.push(Line { kind: audit_kind(kind), step, detail: detail.into() });
+                journal.push(Line { kind: audit_kind(kind), step: step.map(Into::into), detail: detail.into() });
             }
             other => execute(tx, run_id, at, other).await?,
         }

@@ -403,7 +403,7 @@ impl Store {
 
 /// The journal line of a report.
 fn report_line<'a>(step: Option<&'a str>, detail: &'a str) -> Line<'a> {
-    Line { kind: REPORT, step, detail: Cow::Borrowed(detail) }
+    Line { kind: REPORT, step: step.map(Cow::Borrowed), detail: Cow::Borrowed(detail) }
 }
 
 /// Lanes as SQLite reads them (`json_each`): a JSON array of strings.

@@ -485,6 +485,25 @@ pub(crate) async fn apply_locked<E>(
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let (version, journal) = apply_unjournaled(tx, run_id, at, expected, fence, decide).await?;
+    audit::append(tx, Some(run_id), at, actor, &journal).await?;
+    Ok(version)
+}
+
+/// [`apply_locked`] without writing the audit entries: returns them with the
+/// new version, for the caller to write in the same transaction (a batch
+/// chains all of its runs' entries at once, `batch`).
+pub(crate) async fn apply_unjournaled<E>(
+    tx: &mut Tx,
+    run_id: &str,
+    at: i64,
+    expected: Option<i64>,
+    fence: Option<(&Claim, &str)>,
+    decide: impl FnOnce(&[u8]) -> Result<Decision, E>,
+) -> Result<(i64, Vec<Line<'static>>), StoreError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let lock = match tx.dialect() {
         Dialect::Sqlite => LOCK_RUN_SQLITE,
         Dialect::Pg => LOCK_RUN_PG,
@@ -513,8 +532,7 @@ where
         // The caller drops the transaction: the actions persisted above are rolled back.
         return Err(StoreError::Stale { run_id: run_id.to_owned(), expected });
     }
-    audit::append(tx, Some(run_id), at, actor, &journal).await?;
-    Ok(expected + 1)
+    Ok((expected + 1, journal.into_iter().map(Line::into_owned).collect()))
 }
 
 /// The first decision of a new run, computed by `first` the first time it is

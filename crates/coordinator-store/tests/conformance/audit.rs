@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use coordinator_core::audit::{self, Entry, Head, Problem, Tampering};
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::model::run::RunState;
-use coordinator_store::{Decision, Store, StoreError};
+use coordinator_store::{Claim, Decision, Store, StoreError};
 
 use super::support::{T0, TestDb, admit, deciding, raw, raw_count, run_id, workflow};
-use super::{accepted_read, ok};
+use super::{LEASE_MS, accepted_read, ok};
 
 /// Seals every pending entry; returns how many.
 async fn seal(store: &Store) -> u64 {
@@ -267,6 +267,50 @@ pub(crate) async fn pending_entries_are_sealed_in_order_once(store: &Store) {
     let (entries, last) = journal(store).await;
     assert_eq!((last.position, entries.last().map(|e| e.prev_hash.clone())), (head.position + 1, Some(head.hash)));
     assert!(audit::verify(&entries, &last).is_ok());
+}
+
+/// A batch of reports leaves nothing pending, on either backend: it seals
+/// the admissions' pending entries first, then chains its own after them in
+/// its transaction, each run's entries in their order, so the journal
+/// verifies with no sealer run.
+pub(crate) async fn a_batch_chains_its_entries_as_it_commits(store: &Store) {
+    let wf = workflow();
+    let ids: Vec<String> = (1..=5).map(run_id).collect();
+    for id in &ids {
+        admit(store, &wf, id, T0).await;
+    }
+    let claimed = ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
+    assert_eq!(claimed.len(), ids.len(), "{claimed:?}");
+    let claims: Vec<Claim> = claimed.into_iter().map(Claim::Work).collect();
+    let event = accepted_read();
+    let outcome = ok(
+        store.apply_fenced_batch(&claims, "w1", T0 + 1, |_, snapshot| deciding(&wf, &event, T0 + 1)(snapshot)).await,
+        "batch",
+    );
+    assert!(outcome.iter().all(|o| matches!(o, Ok(2))), "{outcome:?}");
+
+    let written: usize = {
+        let mut n = 0;
+        for id in &ids {
+            n += ok(store.work_of(id).await, "work").audit.len();
+        }
+        n
+    };
+    let (entries, head) = journal(store).await;
+    assert_eq!(
+        (entries.len(), head.position),
+        (written, i64::try_from(written).unwrap_or(0)),
+        "every entry chained at the batch's commit"
+    );
+    assert_eq!(ok(store.seal_audit(1000).await, "nothing left for the sealer"), 0);
+    assert_eq!(check(store).await, Ok(u64::try_from(written).unwrap_or(0)));
+    for id in &ids {
+        let page = ok(store.audit(Some(id), 0, 1000).await, "the run's page").entries;
+        let kinds: Vec<(String, Option<String>, String)> =
+            page.iter().map(|e| (e.kind.clone(), e.step.clone(), e.detail.clone())).collect();
+        assert_eq!(kinds, ok(store.work_of(id).await, "work").audit, "the run's entries in their order");
+        assert_eq!(page.first().map(|e| e.kind.as_str()), Some("admission"));
+    }
 }
 
 /// Sealers racing each other (and writers) leave one gapless chain holding
