@@ -137,18 +137,7 @@ pub fn hash(position: i64, content: &Content<'_>, prev_hash: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(DOMAIN);
     hasher.update(&canonical);
-    lower_hex(&hasher.finalize())
-}
-
-/// `bytes` as lowercase hexadecimal.
-fn lower_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    hex
+    hex::encode(hasher.finalize())
 }
 
 impl Entry {
@@ -377,7 +366,7 @@ mod tests {
         let mut hasher = Sha256::new();
         hasher.update(DOMAIN);
         hasher.update(&canonical);
-        hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(hasher.finalize())
     }
 
     #[test]

@@ -84,13 +84,7 @@ pub fn canonical<T: Serialize>(value: &T) -> Result<Vec<u8>, CanonicalError> {
 
 /// `sha256:<lowercase hex>` of some bytes.
 pub fn sha256_id(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for b in digest.iter() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// Normalises line endings (`\r\n` and lone `\r` become `\n`).

@@ -71,7 +71,7 @@ pub fn verify(header: Option<&str>, body: &[u8], secret: &[u8], now_seconds: i64
 
 /// The header a sender writes for `body` at `timestamp` (one `v1` entry).
 pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
-    format!("t={timestamp},v1={}", hex(&tag(secret, timestamp, body)))
+    format!("t={timestamp},v1={}", hex::encode(tag(secret, timestamp, body)))
 }
 
 /// HMAC-SHA256 of `t + "." + body`.
@@ -132,10 +132,6 @@ fn decode_tag(text: &str) -> Option<[u8; 32]> {
         *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some(out)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

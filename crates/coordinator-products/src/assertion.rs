@@ -95,7 +95,7 @@ impl AssertionKey {
             iss: client_id,
             sub: client_id,
             aud: audience,
-            jti: nonce.iter().map(|b| format!("{b:02x}")).collect(),
+            jti: hex::encode(nonce),
             iat: now,
             exp: now + LIFETIME_SECONDS,
         };

@@ -29,7 +29,7 @@ use coordinator_store::{Package, Store};
 use tokio::net::TcpListener;
 
 use crate::access::Access;
-use crate::dev_secrets::{self, hex};
+use crate::dev_secrets;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::project_dir::ProjectDir;
@@ -183,9 +183,9 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
             return Err(DevError::Io("--token must be non-empty, without surrounding whitespace".to_owned()));
         }
         Some(t) => t,
-        None => hex(&dev_secrets::kept(&data_dir, dev_secrets::OPERATOR_TOKEN)?),
+        None => hex::encode(dev_secrets::kept(&data_dir, dev_secrets::OPERATOR_TOKEN)?),
     };
-    let event_secret = hex(&dev_secrets::kept(&data_dir, dev_secrets::EVENT_SECRET)?);
+    let event_secret = hex::encode(dev_secrets::kept(&data_dir, dev_secrets::EVENT_SECRET)?);
     let event_secrets: HashMap<String, Secret> = checked
         .definition
         .triggers

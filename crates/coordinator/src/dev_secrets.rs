@@ -31,7 +31,7 @@ pub fn kept(dir: &Path, name: &str) -> Result<Vec<u8>, DevError> {
         Ok(text) => parse(&path, text.trim()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let bytes = random_bytes()?;
-            write(&path, &hex(&bytes))?;
+            write(&path, &hex::encode(&bytes))?;
             Ok(bytes)
         }
         Err(e) => Err(DevError::Io(format!("{}: {e}", path.display()))),
@@ -73,11 +73,6 @@ pub fn random_bytes() -> Result<Vec<u8>, DevError> {
     let mut key = vec![0u8; 32];
     getrandom::fill(&mut key).map_err(|e| DevError::Io(format!("no randomness: {e}")))?;
     Ok(key)
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

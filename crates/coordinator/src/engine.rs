@@ -762,5 +762,5 @@ fn input_digest(input: &Value) -> Result<String, EngineError> {
     let canonical =
         serde_json_canonicalizer::to_vec(input).map_err(|e| EngineError::Corrupt(format!("input digest: {e}")))?;
     let digest = Sha256::digest(&canonical);
-    Ok(format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>()))
+    Ok(format!("sha256:{}", hex::encode(digest)))
 }

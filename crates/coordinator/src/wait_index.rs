@@ -21,7 +21,7 @@ fn hashed(key: &[u8; 32], reference: &str) -> String {
         unreachable!("HMAC-SHA256 accepts keys of every length")
     };
     mac.update(reference.as_bytes());
-    format!("h1:{}", crate::dev_secrets::hex(&mac.finalize().into_bytes()))
+    format!("h1:{}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// What the store keeps for `reference`: its hash under the active key.

@@ -21,7 +21,7 @@ pub(super) async fn serve(Path(file): Path<String>, headers: HeaderMap) -> Respo
         _ => return (StatusCode::NOT_FOUND, "no such file").into_response(),
     };
     let digest = Sha256::digest(body.as_bytes());
-    let tag = format!("\"{}\"", digest.iter().take(12).map(|b| format!("{b:02x}")).collect::<String>());
+    let tag = format!("\"{}\"", hex::encode(&digest[..12]));
     let fresh = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(tag.as_str());
     let mut response = if fresh {
         StatusCode::NOT_MODIFIED.into_response()

@@ -104,11 +104,7 @@ fn mac(key: &[u8; 32], parts: &[&str]) -> String {
         mac.update(part.as_bytes());
         mac.update(b"|");
     }
-    hex(&mac.finalize().into_bytes())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(mac.finalize().into_bytes())
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
@@ -120,16 +116,18 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 
 /// What identifies a static token in a cookie: an HMAC of its digest (not the digest).
 fn token_id(key: &[u8; 32], digest: &[u8; 32]) -> String {
-    mac(key, &["static-token", &hex(digest)])
+    mac(key, &["static-token", &hex::encode(digest)])
 }
 
 /// The cookie for a sign-in that happened now.
 fn seal(key: &[u8; 32], signed_in: &SignedIn, now: i64) -> (String, i64) {
     let (kind, who, expires) = match signed_in {
         SignedIn::Static(digest) => ("s", token_id(key, digest), now + SESSION_SECONDS),
-        SignedIn::Jwt { subject, expires_at } => {
-            ("j", hex(subject.as_bytes()), expires_at.map_or(now + SESSION_SECONDS, |e| e.min(now + SESSION_SECONDS)))
-        }
+        SignedIn::Jwt { subject, expires_at } => (
+            "j",
+            hex::encode(subject.as_bytes()),
+            expires_at.map_or(now + SESSION_SECONDS, |e| e.min(now + SESSION_SECONDS)),
+        ),
     };
     let expires_text = expires.to_string();
     let signature = mac(key, &["v1", kind, &who, &expires_text]);
@@ -294,7 +292,7 @@ mod tests {
         let digest = [9u8; 32];
         let (value, expires) = seal(&key, &SignedIn::Static(digest), 1000);
         assert_eq!(expires, 1000 + SESSION_SECONDS);
-        assert!(value.starts_with("v1.s.") && !value.contains(&hex(&digest)), "{value}");
+        assert!(value.starts_with("v1.s.") && !value.contains(&hex::encode(digest)), "{value}");
         let (jwt, expires) = seal(&key, &SignedIn::Jwt { subject: "a.b".into(), expires_at: Some(1500) }, 1000);
         assert_eq!(expires, 1500, "never longer than the JWT");
         assert_eq!(jwt.split('.').count(), 5, "the subject is hex, so its dots do not split the cookie");
