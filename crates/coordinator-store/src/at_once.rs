@@ -24,7 +24,7 @@ use crate::batch::{Grouped, groupable};
 use crate::claims::in_work_order;
 use crate::db::{Arg, Tx};
 use crate::eager::{self, EagerLease};
-use crate::persist::{Write, audit_kind, decision_writes};
+use crate::persist::{Write, decision_writes};
 use crate::runs::{insert_run_sql, run_args};
 use crate::types::{ClaimedRun, Decision, NewRun, WorkItem, WorkKind};
 
@@ -88,16 +88,9 @@ fn columns<'a>(
     let mut journal = Vec::new();
     let (mut room, mut wakes) = (lease.map_or(0, |l| l.rows), false);
     for write in &all {
-        match write {
-            Write::Journal { kind, step, detail } => {
-                journal.push(Line { kind: audit_kind(*kind), step: step.map(Into::into), detail: (*detail).into() });
-            }
-            other => {
-                let eager = room > 0 && eager::leases(other, at, decision.held, lease);
-                room -= usize::from(eager);
-                wakes |= other.wakes(at) && !eager;
-                grouped.add(run, at, other, eager)?;
-            }
+        match write.journal_line() {
+            Some(line) => journal.push(line),
+            None => wakes |= grouped.add_offered(run, at, write, decision.held, lease, &mut room)?,
         }
     }
     Ok(Some((grouped, journal, wakes)))
@@ -163,6 +156,11 @@ pub(crate) async fn admit(
 /// The rows `g` queues leased, as a claim of the new run would return them.
 fn leased_rows(new: &NewRun, decision: &Decision, g: &Grouped) -> Vec<(WorkItem, ClaimedRun)> {
     let q = &g.queue_work;
+    let committed = eager::Committed {
+        revision: &new.revision,
+        snapshot: &decision.snapshot,
+        trace_parent: new.trace_parent.as_deref(),
+    };
     let rows = (0..q.6.len()).filter(|&i| q.6[i]).filter_map(|i| {
         let kind = WorkKind::parse(&q.2[i])?;
         let item = WorkItem {
@@ -173,13 +171,7 @@ fn leased_rows(new: &NewRun, decision: &Decision, g: &Grouped) -> Vec<(WorkItem,
             reclaimed: false,
             claims: 1,
         };
-        let run = ClaimedRun {
-            revision: new.revision.clone(),
-            snapshot: decision.snapshot.clone(),
-            trace_parent: new.trace_parent.clone(),
-            due_at: q.4[i],
-        };
-        Some((q.4[i], item, run))
+        Some((q.4[i], item, committed.claimed(q.4[i])))
     });
     in_work_order(rows.collect())
 }

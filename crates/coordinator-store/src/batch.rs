@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Row, Tx, Writer};
 use crate::eager::{self, Batched, EagerLease};
-use crate::persist::{Write, audit_kind, decision_writes, execute, timer_key};
+use crate::persist::{Write, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision};
 use crate::{Store, StoreError, claims, runs, wakeups};
@@ -456,6 +456,25 @@ impl Grouped {
         Ok(())
     }
 
+    /// [`Grouped::add`] with `write` leased at once when a claim would take
+    /// it now under `lease` (`eager::leases`, for a run `held` or not) and
+    /// `room` is left, taking one; returns whether it wakes workers (what no
+    /// lease took, `Write::wakes`).
+    pub(crate) fn add_offered(
+        &mut self,
+        run: &str,
+        at: i64,
+        write: &Write<'_>,
+        held: bool,
+        lease: Option<EagerLease>,
+        room: &mut usize,
+    ) -> Result<bool, StoreError> {
+        let eager = *room > 0 && eager::leases(write, at, held, lease);
+        *room -= usize::from(eager);
+        self.add(run, at, write, eager)?;
+        Ok(write.wakes(at) && !eager)
+    }
+
     /// Deletes first, then inserts: one statement per kind of write that has
     /// rows. Returns the queued rows (`QUEUE_WORK_PG`'s columns), the eager
     /// ones leased to `owner` until `until`.
@@ -537,20 +556,10 @@ async fn persist_grouped<'a>(
     let mut room = lease.map_or(0, |l| l.rows);
     for (run, decision) in decisions {
         let all: Vec<Write<'a>> = decision_writes(&decision.actions, &decision.lanes);
-        for write in &all {
-            if let Write::Journal { kind, step, detail } = write {
-                journal.push((
-                    *run,
-                    Line { kind: audit_kind(*kind), step: step.map(Into::into), detail: (*detail).into() },
-                ));
-            }
-        }
+        journal.extend(all.iter().filter_map(Write::journal_line).map(|line| (*run, line)));
         if groupable(&all)? {
             for write in &all {
-                let eager = room > 0 && eager::leases(write, at, decision.held, lease);
-                room -= usize::from(eager);
-                wakes |= write.wakes(at) && !eager;
-                grouped.add(run, at, write, eager)?;
+                wakes |= grouped.add_offered(run, at, write, decision.held, lease, &mut room)?;
             }
         } else {
             wakes |= all.iter().any(|w| w.wakes(at));

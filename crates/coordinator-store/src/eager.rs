@@ -98,11 +98,23 @@ pub(crate) async fn lease_runs_sqlite(
     Ok(in_work_order(rows.iter().map(|row| work_row(row, 0)).collect::<Result<_, _>>()?))
 }
 
-/// The run of a leased row, as its batch committed it.
+/// The run of a leased row, as its batch (or admission) committed it.
 pub(crate) struct Committed<'a> {
     pub(crate) revision: &'a str,
     pub(crate) snapshot: &'a [u8],
     pub(crate) trace_parent: Option<&'a str>,
+}
+
+impl Committed<'_> {
+    /// The run as a claim of its row due at `due_at` would return it.
+    pub(crate) fn claimed(&self, due_at: i64) -> ClaimedRun {
+        ClaimedRun {
+            revision: self.revision.to_owned(),
+            snapshot: self.snapshot.to_vec(),
+            trace_parent: self.trace_parent.map(str::to_owned),
+            due_at,
+        }
+    }
 }
 
 /// PostgreSQL: a row the grouped queue statement returned (run, step, kind,
@@ -124,13 +136,7 @@ pub(crate) fn leased_row<'a>(
     let claims: i64 = row.get(5)?;
     let due_at: i64 = row.get(4)?;
     let item = WorkItem { run_id, step: row.get(1)?, kind, attempt: row.get(3)?, reclaimed: claims > 1, claims };
-    let claimed = ClaimedRun {
-        revision: committed.revision.to_owned(),
-        snapshot: committed.snapshot.to_vec(),
-        trace_parent: committed.trace_parent.map(str::to_owned),
-        due_at,
-    };
-    Ok(Some((due_at, item, claimed)))
+    Ok(Some((due_at, item, committed.claimed(due_at))))
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ pub use claims::WorkScope;
 pub use eager::{Batched, EagerLease};
 pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
 pub use hold::Hold;
-pub use persist::{TIMER_WAKE_HORIZON_MS, wakes_workers};
+pub use persist::{TIMER_WAKE_HORIZON_MS, timer_wakes, wakes_workers};
 pub use retention::{AHEAD_DAYS, Cut, DAY_MS, Prepared, day_of, id_ms, run_id_bound};
 pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{

@@ -63,14 +63,30 @@ pub(crate) enum Write<'a> {
 /// (which sets the run's deadline, days away) woke every worker for nothing.
 pub const TIMER_WAKE_HORIZON_MS: i64 = 2_000;
 
-impl Write<'_> {
+/// Whether a timer due at `due_at`, set by a commit at `at`, wakes workers
+/// (due within [`TIMER_WAKE_HORIZON_MS`]).
+pub fn timer_wakes(due_at: i64, at: i64) -> bool {
+    due_at < at.saturating_add(TIMER_WAKE_HORIZON_MS)
+}
+
+impl<'a> Write<'a> {
+    /// The audit entry of a `Journal` write (`None` for every other write).
+    pub(crate) fn journal_line(&self) -> Option<Line<'a>> {
+        match self {
+            Write::Journal { kind, step, detail } => {
+                Some(Line { kind: audit_kind(*kind), step: step.map(Into::into), detail: (*detail).into() })
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the write, committed at `at`, makes something claimable soon
     /// (work queued, a timer set due within [`TIMER_WAKE_HORIZON_MS`]): what
     /// wakes workers.
     pub(crate) fn wakes(&self, at: i64) -> bool {
         match self {
             Write::QueueWork { .. } => true,
-            Write::SetTimer { due_at, .. } => *due_at < at.saturating_add(TIMER_WAKE_HORIZON_MS),
+            Write::SetTimer { due_at, .. } => timer_wakes(*due_at, at),
             _ => false,
         }
     }
@@ -205,11 +221,9 @@ pub(crate) async fn persist<'a>(
     let mut journal = Vec::new();
     for write in decision_writes(actions, lanes) {
         wakes |= write.wakes(at);
-        match write {
-            Write::Journal { kind, step, detail } => {
-                journal.push(Line { kind: audit_kind(kind), step: step.map(Into::into), detail: detail.into() });
-            }
-            other => execute(tx, run_id, at, other).await?,
+        match write.journal_line() {
+            Some(line) => journal.push(line),
+            None => execute(tx, run_id, at, write).await?,
         }
     }
     if wakes {

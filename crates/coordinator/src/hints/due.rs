@@ -31,7 +31,7 @@ impl Due {
                     due.rows.push(step.clone());
                 }
                 Action::ScheduleTimer { at, .. } => {
-                    due.timers |= at.0 < now.saturating_add(coordinator_store::TIMER_WAKE_HORIZON_MS);
+                    due.timers |= coordinator_store::timer_wakes(at.0, now);
                 }
                 _ => {}
             }
