@@ -65,6 +65,15 @@ pub(crate) enum Writer {
 /// share the server's default 100.
 const PG_MAX_CONNECTIONS: u32 = 10;
 
+/// A pooled PostgreSQL connection idle for longer than this is pinged before
+/// it is handed out (one round trip), so a connection the server dropped
+/// while it sat idle (a restart, an idle timeout) is replaced instead of
+/// failing its first statement. One in use moments ago is handed out as is:
+/// sqlx's default pinged on every acquire, a round trip per transaction
+/// (bench/RESULTS.md, eighth sitting), and a connection that breaks between
+/// two uses fails its statement like one that breaks during it.
+const PG_PING_IF_IDLE: Duration = Duration::from_secs(1);
+
 impl Pool {
     /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`.
     pub(crate) async fn connect(url: &str, fence: Arc<fence::Memory>) -> Result<Pool, StoreError> {
@@ -76,6 +85,8 @@ impl Pool {
                 .foreign_keys(true);
             let pool = SqlitePoolOptions::new()
                 .max_connections(8)
+                // An embedded file has no server to hang up: no ping before each use.
+                .test_before_acquire(false)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .connect_with(options)
                 .await
@@ -86,6 +97,15 @@ impl Pool {
             let pool = PgPoolOptions::new()
                 .max_connections(PG_MAX_CONNECTIONS)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for > PG_PING_IF_IDLE {
+                            sqlx::Connection::ping(conn).await?;
+                        }
+                        Ok(true)
+                    })
+                })
                 .after_connect(move |conn, _| {
                     let (instance, fence) = (Arc::clone(&instance), Arc::clone(&fence));
                     Box::pin(async move {
