@@ -104,6 +104,8 @@ pub struct Engine {
     settings: Settings,
     /// Compiled workflows by revision, bounded (`crate::definitions`).
     pub(crate) workflows: crate::definitions::Definitions,
+    /// The runs this engine sealed last, opened (`crate::opened`).
+    opened: crate::opened::Opened,
     /// Woken after every commit that may have queued work.
     pub(crate) wake: Notify,
     /// Redis dispatch hints: announced after such commits, read to wake the worker (`crate::hints`).
@@ -162,6 +164,7 @@ impl Engine {
             remote: crate::remote::RemoteConnections::new(),
             settings,
             workflows: crate::definitions::Definitions::new(crate::definitions::CAPACITY_BYTES),
+            opened: crate::opened::Opened::new(crate::opened::CAPACITY_BYTES),
             wake: Notify::new(),
             hints: crate::hints::Hints::default(),
             owner: format!("coordinator-{}", uuid::Uuid::now_v7()),
@@ -311,7 +314,7 @@ impl Engine {
     }
 
     /// A stored run opened: its snapshot and its workflow.
-    pub(crate) async fn opened(&self, row: &RunRow) -> Result<(Run, Arc<Workflow>), EngineError> {
+    pub(crate) async fn opened(&self, row: &RunRow) -> Result<(Arc<Run>, Arc<Workflow>), EngineError> {
         let run = self.open(&row.id, &row.snapshot)?;
         let wf = self.workflow(&row.revision).await?;
         Ok((run, wf))
@@ -651,7 +654,7 @@ impl Engine {
         event: &Event,
         now: i64,
     ) -> Result<(Decision, Instant), EngineError> {
-        let run = self.open(run_id, snapshot)?;
+        let run = self.open_owned(run_id, snapshot)?;
         let admitted_at = run.admitted_at;
         let t = decide(wf, &run, event, Instant(now), &self.settings);
         Ok((self.conclude(wf, run, &t)?, admitted_at))
@@ -672,7 +675,7 @@ impl Engine {
             Some(coordinator_core::machine::run::Attention::UnknownEffect { step }) => Some(step.clone()),
             Some(coordinator_core::machine::run::Attention::RestoreHold) | None => None,
         };
-        Ok(Decision {
+        let decision = Decision {
             actions: crate::wait_index::for_store(&self.keyring, &t.actions),
             snapshot,
             state: run.state,
@@ -680,7 +683,9 @@ impl Engine {
             outcome: run.outcome.clone(),
             attention_step,
             lanes: crate::remote::lanes(&self.remote, wf, &t.actions),
-        })
+        };
+        self.opened.sealed(Arc::new(run), decision.snapshot.clone());
+        Ok(decision)
     }
 
     /// Seals a run snapshot.
@@ -690,7 +695,26 @@ impl Engine {
     }
 
     /// Opens a sealed run snapshot.
-    pub(crate) fn open(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
+    /// Shared with the engine's cache of what it sealed last (`crate::opened`).
+    pub(crate) fn open(&self, run_id: &str, sealed: &[u8]) -> Result<Arc<Run>, EngineError> {
+        if let Some(run) = self.opened.get(run_id, sealed) {
+            return Ok(run);
+        }
+        let run = Arc::new(self.decode_snapshot(run_id, sealed)?);
+        self.opened.sealed(Arc::clone(&run), sealed.to_vec());
+        Ok(run)
+    }
+
+    /// [`Engine::open`], to decide on: taken out of the cache (the decision's seal puts the next one back).
+    fn open_owned(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
+        match self.opened.take(run_id, sealed) {
+            Some(run) => Ok(run),
+            None => self.decode_snapshot(run_id, sealed),
+        }
+    }
+
+    /// Decrypts, decompresses and parses a sealed run snapshot.
+    fn decode_snapshot(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
         let json = crate::snapshot::decode(self.keyring.open(snapshot_binding(run_id), sealed)?)
             .map_err(|e| EngineError::Corrupt(format!("the snapshot of run {run_id}: {e}")))?;
         // serde's message can quote the snapshot (input, commands): say where, not what.
@@ -717,9 +741,9 @@ impl Engine {
             workflow: row.workflow,
             revision: row.revision,
             state: run.state,
-            outcome: run.outcome,
-            output: if finished { run.output } else { None },
-            failure: run.failure,
+            outcome: run.outcome.clone(),
+            output: if finished { run.output.clone() } else { None },
+            failure: run.failure.clone(),
         })
     }
 }

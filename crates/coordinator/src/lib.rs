@@ -48,6 +48,7 @@ pub mod inspection;
 pub mod janitor;
 pub mod metrics;
 pub mod oidc;
+mod opened;
 pub(crate) mod perform;
 pub mod preview;
 pub mod project_dir;
