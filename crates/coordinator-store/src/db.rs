@@ -21,6 +21,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 
 use crate::group::{self, Gates, SqliteTx};
+use crate::hangup::{self, Hangups};
 use crate::wakeups::Announcer;
 use crate::{StoreError, fence, wakeups};
 
@@ -38,8 +39,16 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) enum Pool {
     /// An embedded SQLite database file, and the gates its writers queue at.
     Sqlite(SqlitePool, Arc<Gates>),
-    /// A PostgreSQL server, and the task that tells other processes of new work.
-    Pg(PgPool, Announcer),
+    /// A PostgreSQL server, and what its handles share.
+    Pg(PgPool, PgShared),
+}
+
+/// What every handle of a PostgreSQL pool shares: the task that tells other
+/// processes of new work, and the memory of the server hanging up.
+#[derive(Debug, Clone)]
+pub(crate) struct PgShared {
+    announcer: Announcer,
+    pub(crate) hangups: Arc<Hangups>,
 }
 
 /// Which SQL dialect a statement is written in, where the two differ.
@@ -68,11 +77,15 @@ const PG_MAX_CONNECTIONS: u32 = 10;
 /// A pooled PostgreSQL connection idle for longer than this is pinged before
 /// it is handed out (one round trip), so a connection the server dropped
 /// while it sat idle (a restart, an idle timeout) is replaced instead of
-/// failing its first statement. One in use moments ago is handed out as is:
-/// sqlx's default pinged on every acquire, a round trip per transaction
-/// (bench/RESULTS.md, eighth sitting), and a connection that breaks between
-/// two uses fails its statement like one that breaks during it.
+/// failing its first statement. One in use moments ago is handed out as is
+/// (sqlx's default pinged on every acquire, a round trip per transaction:
+/// bench/RESULTS.md, eighth sitting) unless it was put back before a
+/// hang-up that some handle has seen since (`hangup`).
 const PG_PING_IF_IDLE: Duration = Duration::from_secs(1);
+
+/// How many times a PostgreSQL transaction is begun in all when its `BEGIN`
+/// fails on a lost connection: once per pooled connection, plus a new one.
+const PG_BEGIN_TRIES: u32 = PG_MAX_CONNECTIONS + 1;
 
 impl Pool {
     /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`.
@@ -94,16 +107,17 @@ impl Pool {
             Ok(Pool::Sqlite(pool, Arc::new(Gates::default())))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let instance: Arc<str> = wakeups::new_instance().into();
+            let hangups = Arc::new(Hangups::default());
+            let seen = Arc::clone(&hangups);
             let pool = PgPoolOptions::new()
                 .max_connections(PG_MAX_CONNECTIONS)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
+                .before_acquire(move |conn, meta| {
+                    let stale = meta.idle_for > PG_PING_IF_IDLE || seen.predates(meta.idle_for);
                     Box::pin(async move {
-                        if meta.idle_for > PG_PING_IF_IDLE {
-                            sqlx::Connection::ping(conn).await?;
-                        }
-                        Ok(true)
+                        // A failed ping is expected after a hang-up: the pool replaces the connection.
+                        Ok(!stale || sqlx::Connection::ping(conn).await.is_ok())
                     })
                 })
                 .after_connect(move |conn, _| {
@@ -117,8 +131,8 @@ impl Pool {
                 .connect(url)
                 .await
                 .map_err(db)?;
-            let announcer = Announcer::start(pool.clone());
-            Ok(Pool::Pg(pool, announcer))
+            let announcer = Announcer::start(pool.clone(), Arc::clone(&hangups));
+            Ok(Pool::Pg(pool, PgShared { announcer, hangups }))
         } else {
             Err(StoreError::UnsupportedUrl(url.split(':').next().unwrap_or_default().to_owned()))
         }
@@ -136,7 +150,20 @@ impl Pool {
                 Writer::Request => group::begin_member(p, gates).await?,
                 Writer::Background => group::begin_background(p, gates).await?,
             })),
-            Pool::Pg(p, a) => Ok(Tx::Pg(p.begin().await.map_err(db)?, Announce::new(a))),
+            Pool::Pg(p, shared) => {
+                let mut tries = 1;
+                loop {
+                    match p.begin().await {
+                        Ok(tx) => return Ok(Tx::Pg(tx, Announce::new(shared))),
+                        // BEGIN changed nothing: begin again, on another connection.
+                        Err(e) if hangup::is_lost(&e) && tries < PG_BEGIN_TRIES => {
+                            shared.hangups.seen();
+                            tries += 1;
+                        }
+                        Err(e) => return Err(db(shared.hangups.note(e))),
+                    }
+                }
+            }
         }
     }
 
@@ -150,7 +177,9 @@ impl Pool {
     pub(crate) async fn begin_read(&self) -> Result<Tx, StoreError> {
         match self {
             Pool::Sqlite(p, _) => Ok(Tx::SqliteRead(p.acquire().await.map_err(db)?)),
-            Pool::Pg(p, a) => Ok(Tx::PgRead(p.acquire().await.map_err(db)?, Announce::new(a))),
+            Pool::Pg(p, shared) => {
+                Ok(Tx::PgRead(p.acquire().await.map_err(|e| db(shared.hangups.note(e)))?, Announce::new(shared)))
+            }
         }
     }
 
@@ -315,15 +344,21 @@ type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArgume
 type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 /// Whether a PostgreSQL transaction's commit is to be announced to other
-/// processes (`wakeups::notify` asked for it), and by whom.
+/// processes (`wakeups::notify` asked for it), by whom, and where a lost
+/// connection is to be told.
 pub(crate) struct Announce {
-    announcer: Announcer,
+    shared: PgShared,
     due: bool,
 }
 
 impl Announce {
-    fn new(announcer: &Announcer) -> Announce {
-        Announce { announcer: announcer.clone(), due: false }
+    fn new(shared: &PgShared) -> Announce {
+        Announce { shared: shared.clone(), due: false }
+    }
+
+    /// A PostgreSQL error as the store reports it, noting a lost connection.
+    fn failed(&self, e: sqlx::Error) -> StoreError {
+        db(self.shared.hangups.note(e))
     }
 }
 
@@ -353,8 +388,10 @@ impl Tx {
                 Ok(bind_sqlite(sql, args)?.execute(t.conn()?).await.map_err(|e| t.failed(e))?.rows_affected())
             }
             Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?.execute(&mut **c).await.map_err(db)?.rows_affected()),
-            Tx::Pg(tx, _) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(db)?.rows_affected()),
-            Tx::PgRead(conn, _) => Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(db)?.rows_affected()),
+            Tx::Pg(tx, a) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(|e| a.failed(e))?.rows_affected()),
+            Tx::PgRead(conn, a) => {
+                Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(|e| a.failed(e))?.rows_affected())
+            }
         }
     }
 
@@ -371,8 +408,12 @@ impl Tx {
             Tx::SqliteRead(c) => {
                 Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **c).await.map_err(db)?.map(Row::Sqlite))
             }
-            Tx::Pg(tx, _) => Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(db)?.map(Row::Pg)),
-            Tx::PgRead(conn, _) => Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(db)?.map(Row::Pg)),
+            Tx::Pg(tx, a) => {
+                Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(|e| a.failed(e))?.map(Row::Pg))
+            }
+            Tx::PgRead(conn, a) => {
+                Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(|e| a.failed(e))?.map(Row::Pg))
+            }
         }
     }
 
@@ -393,12 +434,20 @@ impl Tx {
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect()),
-            Tx::Pg(tx, _) => {
-                Ok(bind_pg(sql, args).fetch_all(&mut **tx).await.map_err(db)?.into_iter().map(Row::Pg).collect())
-            }
-            Tx::PgRead(conn, _) => {
-                Ok(bind_pg(sql, args).fetch_all(&mut **conn).await.map_err(db)?.into_iter().map(Row::Pg).collect())
-            }
+            Tx::Pg(tx, a) => Ok(bind_pg(sql, args)
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(|e| a.failed(e))?
+                .into_iter()
+                .map(Row::Pg)
+                .collect()),
+            Tx::PgRead(conn, a) => Ok(bind_pg(sql, args)
+                .fetch_all(&mut **conn)
+                .await
+                .map_err(|e| a.failed(e))?
+                .into_iter()
+                .map(Row::Pg)
+                .collect()),
         }
     }
 
@@ -422,19 +471,19 @@ impl Tx {
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect(),
-            Tx::Pg(tx, _) => bind_pg(&sql, args)
+            Tx::Pg(tx, a) => bind_pg(&sql, args)
                 .persistent(false)
                 .fetch_all(&mut **tx)
                 .await
-                .map_err(db)?
+                .map_err(|e| a.failed(e))?
                 .into_iter()
                 .map(Row::Pg)
                 .collect(),
-            Tx::PgRead(conn, _) => bind_pg(&sql, args)
+            Tx::PgRead(conn, a) => bind_pg(&sql, args)
                 .persistent(false)
                 .fetch_all(&mut **conn)
                 .await
-                .map_err(db)?
+                .map_err(|e| a.failed(e))?
                 .into_iter()
                 .map(Row::Pg)
                 .collect(),
@@ -447,9 +496,9 @@ impl Tx {
         match self {
             Tx::Sqlite(t) => t.commit().await,
             Tx::Pg(tx, announce) => {
-                tx.commit().await.map_err(db)?;
+                tx.commit().await.map_err(|e| announce.failed(e))?;
                 if announce.due {
-                    announce.announcer.announce();
+                    announce.shared.announcer.announce();
                 }
                 Ok(())
             }
@@ -465,7 +514,7 @@ impl Tx {
     pub(crate) async fn abandon(self) -> Result<(), StoreError> {
         match self {
             Tx::Sqlite(t) => t.abandon().await,
-            Tx::Pg(tx, _) => tx.rollback().await.map_err(db),
+            Tx::Pg(tx, a) => tx.rollback().await.map_err(|e| a.failed(e)),
             Tx::PgRead(..) | Tx::SqliteRead(_) => Ok(()),
         }
     }
@@ -476,7 +525,7 @@ impl Tx {
     pub(crate) fn announce_after_commit(&mut self) {
         match self {
             Tx::Pg(_, announce) => announce.due = true,
-            Tx::PgRead(_, announce) => announce.announcer.announce(),
+            Tx::PgRead(_, announce) => announce.shared.announcer.announce(),
             Tx::Sqlite(_) | Tx::SqliteRead(_) => {}
         }
     }

@@ -24,7 +24,8 @@
 //! `hold` (the deployment's restore-hold flag), `fence` (the restore and
 //! failover fence's readings and memory), `waits` (the
 //! completion-reference index), `wakeups` (cross-process notification of new
-//! work), `stats` (monitoring reads at scrape time), `tidy` (vacuuming the
+//! work), `hangup` (replacing pooled PostgreSQL connections the server
+//! dropped), `stats` (monitoring reads at scrape time), `tidy` (vacuuming the
 //! queue tables on PostgreSQL), `types` (interface values). Connecting,
 //! migrating, [`Store::ping`] and closing are here.
 
@@ -38,6 +39,7 @@ mod eager;
 mod events;
 mod fence;
 mod group;
+mod hangup;
 mod hold;
 mod inbox;
 mod listing;

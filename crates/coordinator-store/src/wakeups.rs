@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::db::{Pool, Tx, db};
+use crate::hangup::Hangups;
 use crate::{Store, StoreError};
 
 /// The PostgreSQL notification channel of new work.
@@ -75,14 +76,16 @@ pub(crate) struct Announcer {
 }
 
 impl Announcer {
-    /// Starts the sending task on `pool`; it ends when the last clone of this
-    /// announcer is dropped.
-    pub(crate) fn start(pool: sqlx::PgPool) -> Announcer {
+    /// Starts the sending task on `pool`, telling `hangups` of a lost
+    /// connection; it ends when the last clone of this announcer is dropped.
+    pub(crate) fn start(pool: sqlx::PgPool, hangups: Arc<Hangups>) -> Announcer {
         let (asks, mut asked) = tokio::sync::mpsc::channel::<()>(1);
         tokio::spawn(async move {
             while asked.recv().await.is_some() {
                 // A failed notification loses this wake-up only (see above).
-                let _ = sqlx::query(NOTIFY).bind(WORK_CHANNEL).execute(&pool).await;
+                if let Err(e) = sqlx::query(NOTIFY).bind(WORK_CHANNEL).execute(&pool).await {
+                    hangups.note(e);
+                }
             }
         });
         Announcer { asks }
@@ -138,7 +141,7 @@ impl Store {
     /// [`WORK_CHANNEL`] before returning, so any commit after it wakes the
     /// subscriber; on SQLite it returns [`Wakeups::never`].
     pub async fn wakeups(&self) -> Result<Wakeups, StoreError> {
-        let Pool::Pg(pool, _) = &self.pool else { return Ok(Wakeups::never()) };
+        let Pool::Pg(pool, shared) = &self.pool else { return Ok(Wakeups::never()) };
         // Its own one-connection pool: the listener does not take a connection from the store's.
         let options = (*pool.connect_options()).clone();
         let own =
@@ -151,21 +154,30 @@ impl Store {
         let mut listener = PgListener::connect_with(&own).await.map_err(db)?;
         listener.listen(WORK_CHANNEL).await.map_err(db)?;
         let woken = Arc::new(Notify::new());
-        let task = tokio::spawn(listen(listener, instance, Arc::clone(&woken)));
+        let task = tokio::spawn(listen(listener, instance, Arc::clone(&woken), Arc::clone(&shared.hangups)));
         Ok(Wakeups { inner: Some(Listening { woken, task }) })
     }
 }
 
-/// Forwards notifications of other stores (and lost connections) to `woken` until aborted.
-async fn listen(mut listener: PgListener, instance: String, woken: Arc<Notify>) {
+/// Forwards notifications of other stores (and lost connections) to `woken`
+/// until aborted; a lost connection is also a hang-up for the store's pool
+/// (`hangup`): the listener, always waiting on its socket, is often the
+/// first to see the server go.
+async fn listen(mut listener: PgListener, instance: String, woken: Arc<Notify>, hangups: Arc<Hangups>) {
     loop {
         match listener.try_recv().await {
             // This store's own commit: its process woke its worker already.
             Ok(Some(n)) if !instance.is_empty() && n.payload() == instance => {}
-            // A notification, or a lost connection (re-established by the listener): wake.
-            Ok(_) => woken.notify_one(),
+            // A notification: wake.
+            Ok(Some(_)) => woken.notify_one(),
+            // A lost connection, re-established by the listener: wake.
+            Ok(None) => {
+                hangups.seen();
+                woken.notify_one();
+            }
             Err(_) => {
                 // Could not reconnect: whatever was sent meanwhile is lost, so wake, then retry later.
+                hangups.seen();
                 woken.notify_one();
                 tokio::time::sleep(RECONNECT_PAUSE).await;
             }

@@ -96,9 +96,9 @@ use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_
 use inbox::the_inbox_groups_runs_in_attention_oldest_first;
 use listing::{every_filter_lists_what_it_matches_newest_first, newest_first_pages_follow_a_stable_cursor};
 use monitoring::{
-    ping_answers_while_a_writer_holds_the_database, ping_fails_once_the_database_is_gone,
-    queue_heads_are_the_oldest_claimable_due_rows, runs_in_attention_are_counted_by_workflow_and_reason,
-    sealed_key_ids_name_the_keys_of_runs_not_finished,
+    connections_the_server_dropped_are_replaced, ping_answers_while_a_writer_holds_the_database,
+    ping_fails_once_the_database_is_gone, queue_heads_are_the_oldest_claimable_due_rows,
+    runs_in_attention_are_counted_by_workflow_and_reason, sealed_key_ids_name_the_keys_of_runs_not_finished,
 };
 use redispatch::{
     a_claim_after_a_lost_lease_is_reclaimed, a_new_attempt_resets_the_claim_count, a_released_claim_does_not_count,
@@ -219,6 +219,7 @@ conformance!(Current in observability_on_sqlite, observability_on_postgres:
     claims_carry_the_trace_parent_of_their_run,
     ping_answers_while_a_writer_holds_the_database,
     ping_fails_once_the_database_is_gone,
+    connections_the_server_dropped_are_replaced,
     sealed_key_ids_name_the_keys_of_runs_not_finished,
     queue_heads_are_the_oldest_claimable_due_rows,
     runs_in_attention_are_counted_by_workflow_and_reason,

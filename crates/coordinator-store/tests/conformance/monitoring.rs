@@ -1,6 +1,7 @@
 //! What the service's probes and scrapes read: `Store::ping` (readiness: it
-//! answers beside a writer, and fails rather than hangs once the database is
-//! gone), `Store::queue_heads` (the oldest claimable due work and timer) and
+//! answers beside a writer, fails rather than hangs once the database is
+//! gone, and answers on a new connection after the server dropped the pooled
+//! ones), `Store::queue_heads` (the oldest claimable due work and timer) and
 //! `Store::attention_by_reason` (runs waiting for an operator).
 
 use std::time::Duration;
@@ -59,19 +60,82 @@ pub(crate) async fn ping_answers_while_a_writer_holds_the_database(store: &Store
 /// terminated): the ping fails at once. A SQLite file cannot go away so.
 pub(crate) async fn ping_fails_once_the_database_is_gone(db: &TestDb) {
     ok(db.ping().await, "ping");
-    if !db.is_postgres() {
-        return;
-    }
-    let name = db.url.rsplit('/').next().unwrap_or_else(|| panic!("no database in {}", db.url));
-    let mut admin = PgConnection::connect(coordinator_testdb::MAINTENANCE_URL)
-        .await
-        .unwrap_or_else(|e| panic!("connect to the maintenance database: {e}"));
+    let Some((mut admin, name)) = pg_admin(db).await else { return };
     sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .execute(&mut admin)
         .await
         .unwrap_or_else(|e| panic!("drop {name}: {e}"));
     let pinged = tokio::time::timeout(GUARD, db.ping()).await;
     assert!(matches!(pinged, Ok(Err(StoreError::Database(_)))), "an error, not a hang: {pinged:?}");
+}
+
+/// On PostgreSQL the server terminates every connection of the store while
+/// they sit in its pool, moments after their last use (as a restart of the
+/// server does): the next transaction is begun on a new connection; and
+/// once a hang-up was seen (here by a read that fails on its dead
+/// connection: whether a statement ran is never guessed), the other
+/// connections put back before it are replaced before their next use
+/// instead of failing more reads.
+pub(crate) async fn connections_the_server_dropped_are_replaced(db: &TestDb) {
+    ok(db.ping().await, "ping");
+    let Some((mut admin, name)) = pg_admin(db).await else { return };
+
+    let pooled = fill_and_terminate(db, &mut admin, &name).await;
+    ok(db.check_fence(T0).await, "a transaction begun after the server hung up");
+
+    let pooled = fill_and_terminate(db, &mut admin, &name).await.max(pooled);
+    let _ = db.ping().await;
+    for n in 0..pooled {
+        ok(db.ping().await, &format!("read {n} after the hang-up was seen"));
+    }
+}
+
+/// Puts several connections in the store's pool, has the server terminate
+/// them all, and waits until it has; returns how many there were.
+async fn fill_and_terminate(db: &TestDb, admin: &mut PgConnection, name: &str) -> i64 {
+    // Each call takes a connection of its own while the others wait on the network.
+    let (a, b, c, d) = tokio::join!(db.check_fence(T0), db.check_fence(T0), db.check_fence(T0), db.check_fence(T0));
+    for (n, read) in [a, b, c, d].into_iter().enumerate() {
+        ok(read, &format!("fence read {n}"));
+    }
+    let pooled = backends(admin, name).await;
+    assert!(pooled >= 2, "the store holds several connections: {pooled}");
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+        .bind(name)
+        .execute(&mut *admin)
+        .await
+        .unwrap_or_else(|e| panic!("terminate: {e}"));
+    // A failure guard: the server ends them at once, the test waits until it has.
+    for _ in 0..500 {
+        if backends(admin, name).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(backends(admin, name).await, 0, "every connection of the store terminated");
+    pooled
+}
+
+/// On PostgreSQL, a connection to the maintenance database and the name of
+/// the test's database; nothing on SQLite.
+async fn pg_admin(db: &TestDb) -> Option<(PgConnection, String)> {
+    if !db.is_postgres() {
+        return None;
+    }
+    let name = db.url.rsplit('/').next().unwrap_or_else(|| panic!("no database in {}", db.url));
+    let admin = PgConnection::connect(coordinator_testdb::MAINTENANCE_URL)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the maintenance database: {e}"));
+    Some((admin, name.to_owned()))
+}
+
+/// How many server processes serve database `name`.
+async fn backends(admin: &mut PgConnection, name: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1")
+        .bind(name)
+        .fetch_one(admin)
+        .await
+        .unwrap_or_else(|e| panic!("count backends: {e}"))
 }
 
 async fn heads(store: &Store, now: i64) -> QueueHeads {
