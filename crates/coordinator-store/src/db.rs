@@ -372,6 +372,13 @@ pub(crate) enum Tx {
     SqliteRead(PoolConnection<Sqlite>),
 }
 
+/// The connection under a [`Tx`], for running one statement.
+enum On<'a> {
+    Sqlite(&'a mut SqliteTx),
+    SqliteRead(&'a mut sqlx::SqliteConnection),
+    Pg(&'a mut sqlx::PgConnection, &'a Announce),
+}
+
 impl Tx {
     /// The dialect, for the few statements written twice.
     pub(crate) fn dialect(&self) -> Dialect {
@@ -381,18 +388,24 @@ impl Tx {
         }
     }
 
+    /// The connection under this handle: PostgreSQL's two kinds of handle run
+    /// statements alike.
+    fn on(&mut self) -> On<'_> {
+        match self {
+            Tx::Sqlite(t) => On::Sqlite(t),
+            Tx::SqliteRead(c) => On::SqliteRead(c),
+            Tx::Pg(tx, a) => On::Pg(tx, a),
+            Tx::PgRead(conn, a) => On::Pg(conn, a),
+        }
+    }
+
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError> {
-        match self {
-            Tx::Sqlite(t) => {
-                Ok(bind_sqlite(sql, args)?.execute(t.conn()?).await.map_err(|e| t.failed(e))?.rows_affected())
-            }
-            Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?.execute(&mut **c).await.map_err(db)?.rows_affected()),
-            Tx::Pg(tx, a) => Ok(bind_pg(sql, args).execute(&mut **tx).await.map_err(|e| a.failed(e))?.rows_affected()),
-            Tx::PgRead(conn, a) => {
-                Ok(bind_pg(sql, args).execute(&mut **conn).await.map_err(|e| a.failed(e))?.rows_affected())
-            }
-        }
+        Ok(match self.on() {
+            On::Sqlite(t) => bind_sqlite(sql, args)?.execute(t.conn()?).await.map_err(|e| t.failed(e))?.rows_affected(),
+            On::SqliteRead(c) => bind_sqlite(sql, args)?.execute(c).await.map_err(db)?.rows_affected(),
+            On::Pg(c, a) => bind_pg(sql, args).execute(c).await.map_err(|e| a.failed(e))?.rows_affected(),
+        })
     }
 
     /// Runs a query returning at most one row.
@@ -401,94 +414,43 @@ impl Tx {
         sql: &'static str,
         args: Vec<Arg>,
     ) -> Result<Option<Row>, StoreError> {
-        match self {
-            Tx::Sqlite(t) => {
-                Ok(bind_sqlite(sql, args)?.fetch_optional(t.conn()?).await.map_err(|e| t.failed(e))?.map(Row::Sqlite))
+        Ok(match self.on() {
+            On::Sqlite(t) => {
+                bind_sqlite(sql, args)?.fetch_optional(t.conn()?).await.map_err(|e| t.failed(e))?.map(Row::Sqlite)
             }
-            Tx::SqliteRead(c) => {
-                Ok(bind_sqlite(sql, args)?.fetch_optional(&mut **c).await.map_err(db)?.map(Row::Sqlite))
-            }
-            Tx::Pg(tx, a) => {
-                Ok(bind_pg(sql, args).fetch_optional(&mut **tx).await.map_err(|e| a.failed(e))?.map(Row::Pg))
-            }
-            Tx::PgRead(conn, a) => {
-                Ok(bind_pg(sql, args).fetch_optional(&mut **conn).await.map_err(|e| a.failed(e))?.map(Row::Pg))
-            }
-        }
+            On::SqliteRead(c) => bind_sqlite(sql, args)?.fetch_optional(c).await.map_err(db)?.map(Row::Sqlite),
+            On::Pg(c, a) => bind_pg(sql, args).fetch_optional(c).await.map_err(|e| a.failed(e))?.map(Row::Pg),
+        })
     }
 
     /// Runs a query returning any number of rows.
     pub(crate) async fn fetch_all(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Row>, StoreError> {
-        match self {
-            Tx::Sqlite(t) => Ok(bind_sqlite(sql, args)?
-                .fetch_all(t.conn()?)
-                .await
-                .map_err(|e| t.failed(e))?
-                .into_iter()
-                .map(Row::Sqlite)
-                .collect()),
-            Tx::SqliteRead(c) => Ok(bind_sqlite(sql, args)?
-                .fetch_all(&mut **c)
-                .await
-                .map_err(db)?
-                .into_iter()
-                .map(Row::Sqlite)
-                .collect()),
-            Tx::Pg(tx, a) => Ok(bind_pg(sql, args)
-                .fetch_all(&mut **tx)
-                .await
-                .map_err(|e| a.failed(e))?
-                .into_iter()
-                .map(Row::Pg)
-                .collect()),
-            Tx::PgRead(conn, a) => Ok(bind_pg(sql, args)
-                .fetch_all(&mut **conn)
-                .await
-                .map_err(|e| a.failed(e))?
-                .into_iter()
-                .map(Row::Pg)
-                .collect()),
-        }
+        self.fetch_bound(sql, args, true).await
     }
 
     /// Runs an assembled read (see [`Query`]), unnamed and uncached.
     pub(crate) async fn fetch_query(&mut self, query: Query) -> Result<Vec<Row>, StoreError> {
         let Query { sql, args } = query;
-        let rows = match self {
-            Tx::Sqlite(t) => bind_sqlite(&sql, args)?
-                .persistent(false)
-                .fetch_all(t.conn()?)
-                .await
-                .map_err(|e| t.failed(e))?
-                .into_iter()
-                .map(Row::Sqlite)
-                .collect(),
-            Tx::SqliteRead(c) => bind_sqlite(&sql, args)?
-                .persistent(false)
-                .fetch_all(&mut **c)
-                .await
-                .map_err(db)?
-                .into_iter()
-                .map(Row::Sqlite)
-                .collect(),
-            Tx::Pg(tx, a) => bind_pg(&sql, args)
-                .persistent(false)
-                .fetch_all(&mut **tx)
-                .await
-                .map_err(|e| a.failed(e))?
-                .into_iter()
-                .map(Row::Pg)
-                .collect(),
-            Tx::PgRead(conn, a) => bind_pg(&sql, args)
-                .persistent(false)
-                .fetch_all(&mut **conn)
-                .await
-                .map_err(|e| a.failed(e))?
-                .into_iter()
-                .map(Row::Pg)
-                .collect(),
-        };
-        Ok(rows)
+        self.fetch_bound(&sql, args, false).await
+    }
+
+    /// Runs a query returning any number of rows, its statement prepared and
+    /// cached on the connection when `persistent`.
+    async fn fetch_bound(&mut self, sql: &str, args: Vec<Arg>, persistent: bool) -> Result<Vec<Row>, StoreError> {
+        Ok(match self.on() {
+            On::Sqlite(t) => {
+                let q = bind_sqlite(sql, args)?.persistent(persistent);
+                q.fetch_all(t.conn()?).await.map_err(|e| t.failed(e))?.into_iter().map(Row::Sqlite).collect()
+            }
+            On::SqliteRead(c) => {
+                let q = bind_sqlite(sql, args)?.persistent(persistent);
+                q.fetch_all(c).await.map_err(db)?.into_iter().map(Row::Sqlite).collect()
+            }
+            On::Pg(c, a) => {
+                let q = bind_pg(sql, args).persistent(persistent);
+                q.fetch_all(c).await.map_err(|e| a.failed(e))?.into_iter().map(Row::Pg).collect()
+            }
+        })
     }
 
     /// Commits.
