@@ -15,7 +15,7 @@
 //! assertion is refused).
 
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -110,8 +110,8 @@ struct Grant {
 #[derive(Debug)]
 struct TokenState {
     clients: BTreeMap<String, Client>,
-    /// Assertion ids seen, with when they stop being valid anyway.
-    seen_jti: HashMap<String, u64>,
+    /// Assertion ids seen and not yet forgotten.
+    seen_jti: HashSet<String>,
     /// The same ids by expiry, so that forgetting the expired ones reads only those.
     jti_expiry: BTreeSet<(u64, String)>,
     grants: HashMap<String, Grant>,
@@ -162,7 +162,7 @@ impl Tokens {
         let clients = clients.into_iter().map(|c| (c.id.clone(), c)).collect();
         let state = TokenState {
             clients,
-            seen_jti: HashMap::new(),
+            seen_jti: HashSet::new(),
             jti_expiry: BTreeSet::new(),
             grants: HashMap::new(),
             grant_expiry: VecDeque::new(),
@@ -233,11 +233,11 @@ impl Tokens {
         let mut state = self.lock();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         state.forget_assertions(now);
-        if state.seen_jti.contains_key(&data.claims.jti) {
+        if state.seen_jti.contains(&data.claims.jti) {
             return Err(TokenError::InvalidClient);
         }
         state.jti_expiry.insert((data.claims.exp, data.claims.jti.clone()));
-        state.seen_jti.insert(data.claims.jti, data.claims.exp);
+        state.seen_jti.insert(data.claims.jti);
         Ok(client.id)
     }
 

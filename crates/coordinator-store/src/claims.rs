@@ -27,7 +27,7 @@ use crate::{Store, StoreError, wakeups};
 /// A claim of outbox rows: `$1` owner, `$2` lease end, `$3` now, `$5` 1 for
 /// receipts only; `$rows` says which rows, `$order` and `$limit` how many
 /// and which first, `$lock` is PostgreSQL's row-lock clause, `$run` more
-/// returned columns (`run_columns_sqlite!`, or none).
+/// returned columns (SQLite's claim names the run's, or none).
 macro_rules! claim_work_sql {
     ($rows:literal, $order:literal, $limit:literal, $lock:literal, $run:expr) => {
         concat!(
@@ -42,24 +42,6 @@ macro_rules! claim_work_sql {
             $lock,
             ") RETURNING run_id, step, kind, attempt, not_before, claims",
             $run
-        )
-    };
-}
-
-/// A claimed row's run (revision, snapshot, trace parent) as more returned
-/// columns of a claim of `$table`, for SQLite. PostgreSQL's claim joins
-/// `runs` once after its claims instead (`CLAIM_DUE_PG`): each reference to
-/// the partitioned table is planned over every partition.
-macro_rules! run_columns_sqlite {
-    ($table:literal) => {
-        concat!(
-            ", (SELECT r.revision FROM runs r WHERE r.id = ",
-            $table,
-            ".run_id) AS revision, (SELECT r.snapshot FROM runs r WHERE r.id = ",
-            $table,
-            ".run_id) AS snapshot, (SELECT r.trace_parent FROM runs r WHERE r.id = ",
-            $table,
-            ".run_id) AS trace_parent"
         )
     };
 }
@@ -166,7 +148,12 @@ const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
     "o.not_before, o.run_id, o.step, o.kind",
     "$4",
     "",
-    run_columns_sqlite!("outbox")
+    // The claimed row's run as more returned columns. PostgreSQL's claim joins
+    // `runs` once after its claims instead (`CLAIM_DUE_PG`): each reference to
+    // the partitioned table is planned over every partition.
+    ", (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id) AS revision, \
+     (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id) AS snapshot, \
+     (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id) AS trace_parent"
 );
 const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!(
     "$4",
