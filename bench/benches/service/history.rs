@@ -1,5 +1,5 @@
 //! `history`: flat cost as history grows. For each size in `sizes` (default
-//! `0,1000000`) a fresh PostgreSQL stack gets that many ended runs written
+//! `0,1000000`) a PostgreSQL stack of its own gets that many ended runs written
 //! straight into its tables — generated in SQL, admitted over the 30 days
 //! before now (time-ordered UUIDv7-shaped ids), 96 % finished, 2 % failed, 2 %
 //! cancelled, each with its idempotency key and `entries` sealed journal
@@ -7,9 +7,15 @@
 //! ANALYZE` and a `CHECKPOINT` (so the load's writes are not the measurement's), then
 //! what `throughput` and `latency` measure, on that stack: completed 3-call
 //! runs/s with `clients` clients (`runs` of them), and admission latency at
-//! `rate` admissions/s for `seconds`. Each size's figures are printed with
-//! their ratio to the first size's. Runs are counted by `admitted_at` (an
-//! indexed range of the new runs only), never by scanning the history.
+//! `rate` admissions/s for `seconds`. Every size is loaded first; then each
+//! of `rounds` rounds (default 1) measures the sizes in turn (in the order
+//! given in odd rounds, the other way round in even ones), so that the
+//! machine's drift over minutes and the first measurement's warm-up fall on
+//! every size alike, and prints each size's figures with their ratio to the
+//! first size's in that round (each round's keys its own). The stacks not
+//! being measured stay up, idle. Last, a retention cut of each history. Runs
+//! are counted by `admitted_at` (an indexed range of the new runs only),
+//! never by scanning the history.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,16 +51,19 @@ const HEAD: &str = "UPDATE audit_head SET position = (SELECT COALESCE(max(positi
 const SINCE: &str =
     "SELECT COUNT(*), MIN(updated_at), MAX(updated_at) FROM runs WHERE admitted_at >= $2 AND state = $1";
 
-/// One size's figures.
-struct Figures {
+/// One size's stack, loaded with its history.
+struct Loaded {
+    stack: Stack,
     size: i64,
     load_seconds: f64,
     database_mb: f64,
+}
+
+/// One measurement on one size's stack.
+struct Measured {
     completed: f64,
     p50: Duration,
     p99: Duration,
-    /// The retention cut afterwards: (runs removed, whole cut s, drop ms).
-    cut: Option<(u64, f64, f64)>,
 }
 
 /// Everything ended by now: a retention cut 45 days on, keeping one day,
@@ -79,46 +88,70 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
     let runs: usize = options.number("runs", 3000)?;
     let rate: f64 = options.number("rate", 200.0)?;
     let seconds: f64 = options.number("seconds", 20.0)?;
+    let rounds: usize = options.number("rounds", 1)?;
     println!(
         "history of N ended runs ({entries} journal entries each), then {runs} 3-call runs with {clients} clients \
-         and {seconds} s of admissions at {rate}/s, PostgreSQL, each size on a fresh database and service"
+         and {seconds} s of admissions at {rate}/s, PostgreSQL, each size on a database and service of its own, \
+         {rounds} round(s) measuring the sizes in turn"
     );
-    let mut all = Vec::new();
+    let mut loaded = Vec::new();
     for &size in &sizes {
-        all.push(one_size(options, size, entries, clients, runs, rate, seconds).await?);
+        loaded.push(load(options, size, entries).await?);
     }
     println!(
-        "| ended runs | loaded in s | database MB | completed runs/s | ratio | admission p50 ms | p99 ms | ratio \
-         | retention cut afterwards: runs, s, of which DROP ms |"
+        "| round | ended runs | loaded in s | database MB | completed runs/s | ratio | admission p50 ms | p99 ms | ratio |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    let Some(base) = all.first() else { return Ok(()) };
-    for f in &all {
-        println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {} | {} | {:.2} | {} |",
-            f.size,
-            f.load_seconds,
-            f.database_mb,
-            f.completed,
-            f.completed / base.completed,
-            ms(f.p50),
-            ms(f.p99),
-            f.p99.as_secs_f64() / base.p99.as_secs_f64().max(1e-9),
-            f.cut.map_or("—".to_owned(), |(runs, s, drop)| format!("{runs}, {s:.1}, {drop:.0}")),
-        );
+    let mut rows = Vec::new();
+    for round in 1..=rounds {
+        // Odd rounds measure the sizes in the order given, even rounds the other way round.
+        let mut order: Vec<usize> = (0..loaded.len()).collect();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        let mut measured: Vec<Option<Measured>> = loaded.iter().map(|_| None).collect();
+        for i in order {
+            measured[i] = Some(measure(&loaded[i], round, clients, runs, rate, seconds).await?);
+        }
+        let Some(Some(base)) = measured.first() else { continue };
+        let (completed, p99) = (base.completed, base.p99.as_secs_f64().max(1e-9));
+        for (l, m) in loaded.iter().zip(&measured) {
+            let Some(m) = m else { continue };
+            let row = format!(
+                "| {round} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {} | {} | {:.2} |",
+                l.size,
+                l.load_seconds,
+                l.database_mb,
+                m.completed,
+                m.completed / completed,
+                ms(m.p50),
+                ms(m.p99),
+                m.p99.as_secs_f64() / p99,
+            );
+            println!("{row}");
+            rows.push(row);
+        }
+    }
+    println!(
+        "\nAll rounds:\n| round | ended runs | loaded in s | database MB | completed runs/s | ratio | admission p50 ms | p99 ms | ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for row in &rows {
+        println!("{row}");
+    }
+    println!("\n| ended runs | retention cut afterwards: runs, s, of which DROP ms |\n|---|---|");
+    for l in loaded {
+        if l.size > 0 {
+            let (runs, s, drop) = retention_cut(&l.stack).await?;
+            println!("| {} | {runs}, {s:.1}, {drop:.0} |", l.size);
+        }
+        l.stack.stop().await;
     }
     Ok(())
 }
 
-async fn one_size(
-    options: &Options,
-    size: i64,
-    entries: i64,
-    clients: usize,
-    runs: usize,
-    rate: f64,
-    seconds: f64,
-) -> anyhow::Result<Figures> {
+/// Starts a stack for `size` and writes its history.
+async fn load(options: &Options, size: i64, entries: i64) -> anyhow::Result<Loaded> {
     let stack = Stack::start(Backend::Pg, "three-calls", &options.pg_params()).await?;
     let Observer::Pg(pool) = &stack.observer else { bail!("the history bench runs on PostgreSQL") };
     let started = Instant::now();
@@ -143,16 +176,42 @@ async fn one_size(
     let load_seconds = started.elapsed().as_secs_f64();
     let (bytes,): (i64,) = sqlx::query_as("SELECT pg_database_size(current_database())").fetch_one(pool).await?;
     println!("  {size} ended runs written in {load_seconds:.0} s");
+    Ok(Loaded { stack, size, load_seconds, database_mb: bytes as f64 / 1_048_576.0 })
+}
 
+/// Completed runs/s with `clients` clients, then admission latency at `rate`/s.
+/// Round `round`'s admissions carry keys of their own.
+async fn measure(
+    l: &Loaded,
+    round: usize,
+    clients: usize,
+    runs: usize,
+    rate: f64,
+    seconds: f64,
+) -> anyhow::Result<Measured> {
+    let (stack, size) = (&l.stack, l.size);
+    let Observer::Pg(pool) = &stack.observer else { bail!("the history bench runs on PostgreSQL") };
     let t0 = epoch_ms();
-    let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "hist", three_calls_input)?);
+    let admitter = Arc::new(Admitter::new(
+        &stack.url,
+        &stack.workflow,
+        &stack.revision,
+        &format!("hist{round}"),
+        three_calls_input,
+    )?);
     let admissions = closed_loop(Arc::clone(&admitter), clients, runs, None).await?;
     let (finished, last) = finished_since(pool, t0, admissions.admitted).await?;
     let completed = finished as f64 / ((last - admissions.first_sent_ms).max(1) as f64 / 1000.0);
     println!("  {size}: {finished} of {} finished, {completed:.0} completed runs/s", admissions.admitted);
 
     let t1 = epoch_ms();
-    let latency = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
+    let latency = Arc::new(Admitter::new(
+        &stack.url,
+        &stack.workflow,
+        &stack.revision,
+        &format!("lat{round}"),
+        three_calls_input,
+    )?);
     let open = open_loop(latency, rate, Duration::from_secs_f64(seconds)).await?;
     let (done, _) = finished_since(pool, t1, open.admitted).await?;
     println!(
@@ -162,17 +221,7 @@ async fn one_size(
         ms(open.quantile(0.99)),
         open.failed
     );
-    let cut = if size > 0 { Some(retention_cut(&stack).await?) } else { None };
-    stack.stop().await;
-    Ok(Figures {
-        cut,
-        size,
-        load_seconds,
-        database_mb: bytes as f64 / 1_048_576.0,
-        completed,
-        p50: open.quantile(0.5),
-        p99: open.quantile(0.99),
-    })
+    Ok(Measured { completed, p50: open.quantile(0.5), p99: open.quantile(0.99) })
 }
 
 /// Waits until `expected` runs admitted since `since` finished (or [`FINISH_LIMIT`]); (finished, last finish ms).

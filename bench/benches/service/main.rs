@@ -11,7 +11,7 @@
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
-//! cargo bench -p coordinator-bench --bench service -- history [sizes=0,1000000] [entries=12] [clients=32] [runs=3000] [rate=200] [seconds=20]
+//! cargo bench -p coordinator-bench --bench service -- history [sizes=0,1000000] [entries=12] [clients=32] [runs=3000] [rate=200] [seconds=20] [rounds=1]
 //! cargo bench -p coordinator-bench --bench service -- workers [serves=1,2] [workers=0,2,4] [clients=32] [runs=3000]
 //! cargo bench -p coordinator-bench --bench service -- dispatch [layout=remote,in-process] [fixture=one-call,three-calls] [redis=off,on] [notify=on,off] [rate=20] [seconds=30] [clients=0] [runs=3000] [repeat=1]
 //! ```
