@@ -51,6 +51,20 @@ pub(crate) struct PgShared {
     pub(crate) hangups: Arc<Hangups>,
 }
 
+impl PgShared {
+    /// An error taking a connection or beginning a transaction, before any
+    /// statement was sent: a lost connection or a pool that found none in
+    /// time is [`StoreError::Unavailable`].
+    fn unreached(&self, e: sqlx::Error) -> StoreError {
+        let e = self.hangups.note(e);
+        if hangup::is_lost(&e) || matches!(e, sqlx::Error::PoolTimedOut) {
+            StoreError::Unavailable(e.to_string())
+        } else {
+            db(e)
+        }
+    }
+}
+
 /// Which SQL dialect a statement is written in, where the two differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialect {
@@ -160,7 +174,7 @@ impl Pool {
                             shared.hangups.seen();
                             tries += 1;
                         }
-                        Err(e) => return Err(db(shared.hangups.note(e))),
+                        Err(e) => return Err(shared.unreached(e)),
                     }
                 }
             }
@@ -178,7 +192,7 @@ impl Pool {
         match self {
             Pool::Sqlite(p, _) => Ok(Tx::SqliteRead(p.acquire().await.map_err(db)?)),
             Pool::Pg(p, shared) => {
-                Ok(Tx::PgRead(p.acquire().await.map_err(|e| db(shared.hangups.note(e)))?, Announce::new(shared)))
+                Ok(Tx::PgRead(p.acquire().await.map_err(|e| shared.unreached(e))?, Announce::new(shared)))
             }
         }
     }
@@ -357,8 +371,12 @@ impl Announce {
     }
 
     /// A PostgreSQL error as the store reports it, noting a lost connection.
-    fn failed(&self, e: sqlx::Error) -> StoreError {
-        db(self.shared.hangups.note(e))
+    /// A connection lost inside a transaction not yet committed is
+    /// [`StoreError::Unavailable`] (the server rolls that transaction back);
+    /// anywhere else whether the statement took effect is not known.
+    fn failed(&self, e: sqlx::Error, uncommitted: bool) -> StoreError {
+        let e = self.shared.hangups.note(e);
+        if uncommitted && hangup::is_lost(&e) { StoreError::Unavailable(e.to_string()) } else { db(e) }
     }
 }
 
@@ -376,7 +394,8 @@ pub(crate) enum Tx {
 enum On<'a> {
     Sqlite(&'a mut SqliteTx),
     SqliteRead(&'a mut sqlx::SqliteConnection),
-    Pg(&'a mut sqlx::PgConnection, &'a Announce),
+    /// A PostgreSQL connection, and whether it is inside a transaction.
+    Pg(&'a mut sqlx::PgConnection, &'a Announce, bool),
 }
 
 impl Tx {
@@ -394,8 +413,8 @@ impl Tx {
         match self {
             Tx::Sqlite(t) => On::Sqlite(t),
             Tx::SqliteRead(c) => On::SqliteRead(c),
-            Tx::Pg(tx, a) => On::Pg(tx, a),
-            Tx::PgRead(conn, a) => On::Pg(conn, a),
+            Tx::Pg(tx, a) => On::Pg(tx, a, true),
+            Tx::PgRead(conn, a) => On::Pg(conn, a, false),
         }
     }
 
@@ -404,7 +423,9 @@ impl Tx {
         Ok(match self.on() {
             On::Sqlite(t) => bind_sqlite(sql, args)?.execute(t.conn()?).await.map_err(|e| t.failed(e))?.rows_affected(),
             On::SqliteRead(c) => bind_sqlite(sql, args)?.execute(c).await.map_err(db)?.rows_affected(),
-            On::Pg(c, a) => bind_pg(sql, args).execute(c).await.map_err(|e| a.failed(e))?.rows_affected(),
+            On::Pg(c, a, uncommitted) => {
+                bind_pg(sql, args).execute(c).await.map_err(|e| a.failed(e, uncommitted))?.rows_affected()
+            }
         })
     }
 
@@ -419,7 +440,9 @@ impl Tx {
                 bind_sqlite(sql, args)?.fetch_optional(t.conn()?).await.map_err(|e| t.failed(e))?.map(Row::Sqlite)
             }
             On::SqliteRead(c) => bind_sqlite(sql, args)?.fetch_optional(c).await.map_err(db)?.map(Row::Sqlite),
-            On::Pg(c, a) => bind_pg(sql, args).fetch_optional(c).await.map_err(|e| a.failed(e))?.map(Row::Pg),
+            On::Pg(c, a, uncommitted) => {
+                bind_pg(sql, args).fetch_optional(c).await.map_err(|e| a.failed(e, uncommitted))?.map(Row::Pg)
+            }
         })
     }
 
@@ -446,9 +469,9 @@ impl Tx {
                 let q = bind_sqlite(sql, args)?.persistent(persistent);
                 q.fetch_all(c).await.map_err(db)?.into_iter().map(Row::Sqlite).collect()
             }
-            On::Pg(c, a) => {
+            On::Pg(c, a, uncommitted) => {
                 let q = bind_pg(sql, args).persistent(persistent);
-                q.fetch_all(c).await.map_err(|e| a.failed(e))?.into_iter().map(Row::Pg).collect()
+                q.fetch_all(c).await.map_err(|e| a.failed(e, uncommitted))?.into_iter().map(Row::Pg).collect()
             }
         })
     }
@@ -458,7 +481,7 @@ impl Tx {
         match self {
             Tx::Sqlite(t) => t.commit().await,
             Tx::Pg(tx, announce) => {
-                tx.commit().await.map_err(|e| announce.failed(e))?;
+                tx.commit().await.map_err(|e| announce.failed(e, false))?;
                 if announce.due {
                     announce.shared.announcer.announce();
                 }
@@ -476,7 +499,7 @@ impl Tx {
     pub(crate) async fn abandon(self) -> Result<(), StoreError> {
         match self {
             Tx::Sqlite(t) => t.abandon().await,
-            Tx::Pg(tx, a) => tx.rollback().await.map_err(|e| a.failed(e)),
+            Tx::Pg(tx, a) => tx.rollback().await.map_err(|e| a.failed(e, true)),
             Tx::PgRead(..) | Tx::SqliteRead(_) => Ok(()),
         }
     }
@@ -526,40 +549,5 @@ pub(crate) fn db(e: sqlx::Error) -> StoreError {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    /// How long the test lets its waiting writers queue up (a failure guard: the
-    /// order is decided by the gates, not by timing, once both are queued).
-    const QUEUE_UP: Duration = Duration::from_millis(100);
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_request_writer_waits_for_at_most_one_background_writer() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("gates.db").display());
-        let pool = Pool::connect(&url, Arc::default()).await.unwrap_or_else(|e| panic!("connect: {e}"));
-        let first = pool.begin_for(Writer::Background).await.unwrap_or_else(|e| panic!("first: {e}"));
-        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let writer = |who: &'static str, kind: Writer| {
-            let (pool, order) = (pool.clone(), Arc::clone(&order));
-            tokio::spawn(async move {
-                let tx = pool.begin_for(kind).await.unwrap_or_else(|e| panic!("{who}: {e}"));
-                order.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(who);
-                tx.commit().await.unwrap_or_else(|e| panic!("{who} commit: {e}"));
-            })
-        };
-        // The second background writer comes before the request, yet waits in its lane.
-        let background = writer("background", Writer::Background);
-        tokio::time::sleep(QUEUE_UP).await;
-        let request = writer("request", Writer::Request);
-        tokio::time::sleep(QUEUE_UP).await;
-        first.commit().await.unwrap_or_else(|e| panic!("first commit: {e}"));
-        for task in [background, request] {
-            task.await.unwrap_or_else(|e| panic!("writer task: {e}"));
-        }
-        let order = order.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        assert_eq!(order, vec!["request", "background"]);
-    }
-}
+#[path = "db_tests.rs"]
+mod tests;

@@ -170,9 +170,16 @@ pub enum StoreError {
     /// The URL names no supported backend.
     #[error("unsupported database URL scheme `{0}` (use sqlite: or postgres:)")]
     UnsupportedUrl(String),
-    /// The database failed or refused a statement.
+    /// The database failed or refused a statement (on a lost connection
+    /// outside a transaction, or at its commit: whether it took effect is
+    /// not known).
     #[error("database: {0}")]
     Database(String),
+    /// The database could not be reached, or the connection was lost before
+    /// the transaction committed: nothing was done, and the same request can
+    /// be made again.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// The restore fence tripped (the evidence): nothing is claimed until an operator releases the restore hold.
     #[error("the restore fence holds: {0}")]
     Fenced(String),

@@ -85,6 +85,9 @@ impl Definitions {
 /// store's (so an unreachable database stays one), any other as corrupt state.
 fn shared(error: &Arc<EngineError>) -> EngineError {
     match error.as_ref() {
+        EngineError::Store(StoreError::Unavailable(reason)) => {
+            EngineError::Store(StoreError::Unavailable(reason.clone()))
+        }
         EngineError::Store(e) => EngineError::Store(StoreError::Database(e.to_string())),
         other => EngineError::Corrupt(other.to_string()),
     }

@@ -49,6 +49,7 @@ use serde_json::json;
 
 use coordinator_core::model::runtime::Role;
 use coordinator_seal::SealError;
+use coordinator_store::StoreError;
 
 use crate::access::Access;
 use crate::engine::Engine;
@@ -176,6 +177,10 @@ pub struct ApiError {
 /// process of the deployment (or this one, restarted) is ready.
 const DRAINING_RETRY_AFTER_SECONDS: u32 = 2;
 
+/// The `Retry-After` of a request the database could not take (a restart of
+/// PostgreSQL, a failover): each process replaces its connections by itself.
+const DATABASE_RETRY_AFTER_SECONDS: u32 = 1;
+
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError { status, code, message: message.into(), pointers: None, challenge: None, retry_after: None }
@@ -219,6 +224,17 @@ impl From<EngineError> for ApiError {
                 retry_after: Some(DRAINING_RETRY_AFTER_SECONDS),
                 ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "service.draining", e.to_string())
             },
+            EngineError::Store(StoreError::Unavailable(ref reason)) => {
+                tracing::warn!(error = %reason, "the database could not be reached; the request was not done");
+                ApiError {
+                    retry_after: Some(DATABASE_RETRY_AFTER_SECONDS),
+                    ..ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "database.unavailable",
+                        "the database could not be reached and nothing was done: retry the request",
+                    )
+                }
+            }
             EngineError::RestoreHoldPlaced => ApiError::new(StatusCode::CONFLICT, "restore-hold.placed", e.to_string()),
             EngineError::RunIdTaken => ApiError::new(StatusCode::CONFLICT, "run-id.taken", e.to_string()),
             EngineError::Seal(SealError::UnknownKey(ref id)) => {
@@ -318,4 +334,20 @@ async fn completion(State(engine): State<Arc<Engine>>, Path(connection): Path<St
         });
     }
     StatusCode::ACCEPTED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_that_did_nothing_answers_503_with_retry_after_and_one_not_known_500() {
+        let unavailable = ApiError::from(EngineError::Store(StoreError::Unavailable("lost".into()))).into_response();
+        assert_eq!(unavailable.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(unavailable.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("1"));
+        let unknown = ApiError::from(EngineError::Store(StoreError::Database("lost".into())));
+        assert_eq!((unknown.status, unknown.code), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        let unavailable = ApiError::from(EngineError::Store(StoreError::Unavailable("lost".into())));
+        assert_eq!(unavailable.code, "database.unavailable");
+    }
 }

@@ -370,7 +370,9 @@ fn millis(d: Duration) -> i64 {
 /// A store failure as a status: the worker retries what is `UNAVAILABLE`.
 pub(crate) fn store_status(e: StoreError) -> Status {
     match e {
-        StoreError::Database(_) => Status::unavailable("the database is unavailable; try again"),
+        StoreError::Database(_) | StoreError::Unavailable(_) => {
+            Status::unavailable("the database is unavailable; try again")
+        }
         StoreError::Fenced(_) => Status::unavailable("the coordinator is fenced (restore hold); try again later"),
         other => {
             tracing::error!(error = %other, "a worker's call failed in the store");
