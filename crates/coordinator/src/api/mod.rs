@@ -342,12 +342,12 @@ mod tests {
 
     #[test]
     fn a_database_that_did_nothing_answers_503_with_retry_after_and_one_not_known_500() {
-        let unavailable = ApiError::from(EngineError::Store(StoreError::Unavailable("lost".into()))).into_response();
+        let unavailable = ApiError::from(EngineError::Store(StoreError::Unavailable("lost".into())));
+        assert_eq!(unavailable.code, "database.unavailable");
+        let unavailable = unavailable.into_response();
         assert_eq!(unavailable.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(unavailable.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("1"));
         let unknown = ApiError::from(EngineError::Store(StoreError::Database("lost".into())));
         assert_eq!((unknown.status, unknown.code), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
-        let unavailable = ApiError::from(EngineError::Store(StoreError::Unavailable("lost".into())));
-        assert_eq!(unavailable.code, "database.unavailable");
     }
 }
