@@ -27,26 +27,40 @@ use crate::load::{Admitter, closed_loop, epoch_ms, open_loop};
 use crate::stack::{Backend, Observer, Stack};
 use crate::{FINISH_LIMIT, Options, ms, three_calls_input};
 
-/// The history's runs: ended, over the 30 days before `$1` (ms), `$2` of them.
+/// The history's run numbers `$4..=$5` of `$2`, admitted over the `$3` ms before
+/// `$1` in number order: `i`, `at` (ms) and a time-ordered UUIDv7-shaped `id`
+/// (so id order is number order).
+const SERIES: &str = "SELECT i, at, substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || lpad(to_hex(i), 12, '0') AS id \
+     FROM (SELECT i, $1::bigint - $3::bigint + i * ($3::bigint / $2::bigint) AS at, \
+             lpad(to_hex($1::bigint - $3::bigint + i * ($3::bigint / $2::bigint)), 12, '0') AS h \
+           FROM generate_series($4::bigint, $5::bigint) AS i) AS t";
+/// The runs of [`SERIES`]: ended (96 % finished, 2 % failed, 2 % cancelled), of
+/// workflow `$6` on revision `$7`, each with an idempotency key.
 const RUNS: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
      admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
-     SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || lpad(to_hex(i), 12, '0'), \
-       $3, $4, 'bench', 'past-' || i, 'sha256:00', \
+     SELECT id, $6, $7, 'bench', 'past-' || i, 'sha256:00', \
        CASE i % 50 WHEN 0 THEN 'failed' WHEN 1 THEN 'cancelled' ELSE 'finished' END, \
        false, at, at + 5000, 12, decode(repeat(md5(i::text), 22), 'hex'), NULL, \
-       CASE WHEN i % 50 > 1 THEN 'done' END, NULL, NULL \
-     FROM (SELECT i, $1::bigint - $5::bigint + i * ($5::bigint / $2::bigint) AS at, \
-             lpad(to_hex($1::bigint - $5::bigint + i * ($5::bigint / $2::bigint)), 12, '0') AS h \
-           FROM generate_series(1, $2::bigint) AS i) AS s";
+       CASE WHEN i % 50 > 1 THEN 'done' END, NULL, NULL FROM (SERIES) AS s";
 const KEYS: &str = "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
-     SELECT owner, workflow, idempotency_key, id FROM runs WHERE idempotency_key LIKE 'past-%'";
-/// `$1` entries per run, each sealed at its own position (the journal's head moves past them).
-const ENTRIES: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, prev_hash, hash) \
-     SELECT r.id, r.admitted_at + j, 'decision', 'call-one', 'entered call step', NULL, \
-       row_number() OVER (ORDER BY r.id, j), md5(r.id) || md5(j::text), md5(j::text) || md5(r.id) \
-     FROM runs r, generate_series(1, $1::bigint) AS j WHERE r.idempotency_key LIKE 'past-%'";
+     SELECT 'bench', $6, 'past-' || i, id FROM (SERIES) AS s";
+/// `$6` entries per run of [`SERIES`], each sealed at its own position (run
+/// number order, then entry order), written as the service writes them (no
+/// `prev_hash`: readers take it from the entry before).
+const ENTRIES: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash) \
+     SELECT s.id, s.at + j, 'decision', 'call-one', 'entered call step', NULL, \
+       (s.i - 1) * $6::bigint + j, md5(s.id) || md5(j::text) \
+     FROM (SERIES) AS s, generate_series(1, $6::bigint) AS j";
 const HEAD: &str = "UPDATE audit_head SET position = (SELECT COALESCE(max(position), 0) FROM audit), \
      hash = repeat('ab', 32) WHERE singleton = 1";
+/// Runs written per transaction while loading (each chunk its own statements,
+/// so no sort or transaction spans the whole history).
+const CHUNK: i64 = 500_000;
+/// Space a chunk needs on PostgreSQL's disk, with room to spare (a million
+/// runs with 12 entries each took 6.1 GB).
+const CHUNK_BYTES: u64 = 4 << 30;
+/// Space left free on PostgreSQL's disk whatever happens: loading stops before it.
+const RESERVE_BYTES: u64 = 12 << 30;
 /// The new runs in `$1` admitted at or after `$2`: how many, the first and the last update.
 const SINCE: &str =
     "SELECT COUNT(*), MIN(updated_at), MAX(updated_at) FROM runs WHERE admitted_at >= $2 AND state = $1";
@@ -157,17 +171,39 @@ async fn load(options: &Options, size: i64, entries: i64) -> anyhow::Result<Load
     let started = Instant::now();
     if size > 0 {
         let span: i64 = 30 * 24 * 3600 * 1000;
-        sqlx::query(RUNS)
-            .bind(epoch_ms() - 60_000)
-            .bind(size)
-            .bind(&stack.workflow)
-            .bind(&stack.revision)
-            .bind(span)
-            .execute(pool)
-            .await
-            .context("writing the history's runs")?;
-        sqlx::query(KEYS).execute(pool).await.context("writing their keys")?;
-        sqlx::query(ENTRIES).bind(entries).execute(pool).await.context("writing their journal")?;
+        let now = epoch_ms() - 60_000;
+        let data_directory: (String,) = sqlx::query_as("SHOW data_directory").fetch_one(pool).await?;
+        let mut lo = 1;
+        while lo <= size {
+            let hi = (lo + CHUNK - 1).min(size);
+            let free = free_bytes(&data_directory.0)?;
+            if free < CHUNK_BYTES + RESERVE_BYTES {
+                bail!(
+                    "stopped loading at {} of {size} runs: {} GB free on PostgreSQL's disk ({}), and a chunk \
+                     takes up to {} GB with {} GB kept free; free space or load fewer runs (sizes=…)",
+                    lo - 1,
+                    free >> 30,
+                    data_directory.0,
+                    CHUNK_BYTES >> 30,
+                    RESERVE_BYTES >> 30
+                );
+            }
+            let series = |sql: &str| sql.replace("SERIES", SERIES);
+            let (runs_sql, keys_sql, entries_sql) = (series(RUNS), series(KEYS), series(ENTRIES));
+            let chunk = |sql| sqlx::query(sql).bind(now).bind(size).bind(span).bind(lo).bind(hi);
+            let writes = [
+                ("runs", chunk(&runs_sql).bind(&stack.workflow).bind(&stack.revision)),
+                ("keys", chunk(&keys_sql).bind(&stack.workflow)),
+                ("journal", chunk(&entries_sql).bind(entries)),
+            ];
+            for (what, query) in writes {
+                query.execute(pool).await.with_context(|| format!("writing the history's {what} ({lo}..={hi})"))?;
+            }
+            if hi % 2_000_000 == 0 || hi == size {
+                println!("  {hi} of {size} ended runs written after {:.0} s", started.elapsed().as_secs_f64());
+            }
+            lo = hi + 1;
+        }
         sqlx::query(HEAD).execute(pool).await?;
     }
     sqlx::query("VACUUM ANALYZE").execute(pool).await?;
@@ -222,6 +258,17 @@ async fn measure(
         open.failed
     );
     Ok(Measured { completed, p50: open.quantile(0.5), p99: open.quantile(0.99) })
+}
+
+/// Bytes free for PostgreSQL on the file system holding `dir` (`df`: the bench
+/// runs beside its PostgreSQL).
+fn free_bytes(dir: &str) -> anyhow::Result<u64> {
+    let out = std::process::Command::new("df").args(["-B1", "--output=avail", dir]).output().context("running df")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .with_context(|| format!("df said nothing usable about {dir} (is PostgreSQL on this machine?)"))
 }
 
 /// Waits until `expected` runs admitted since `since` finished (or [`FINISH_LIMIT`]); (finished, last finish ms).
