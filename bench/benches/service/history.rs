@@ -12,7 +12,8 @@
 //! given in odd rounds, the other way round in even ones), so that the
 //! machine's drift over minutes and the first measurement's warm-up fall on
 //! every size alike, and prints each size's figures with their ratio to the
-//! first size's in that round (each round's keys its own). The stacks not
+//! first size's in that round (each round's keys its own); after each
+//! measurement, a `CHECKPOINT` and a wait for autovacuum to finish. The stacks not
 //! being measured stay up, idle. Last, a retention cut of each history. Runs
 //! are counted by `admitted_at` (an indexed range of the new runs only),
 //! never by scanning the history.
@@ -53,6 +54,8 @@ const ENTRIES: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor,
      FROM (SERIES) AS s, generate_series(1, $6::bigint) AS j";
 const HEAD: &str = "UPDATE audit_head SET position = (SELECT COALESCE(max(position), 0) FROM audit), \
      hash = repeat('ab', 32) WHERE singleton = 1";
+/// The longest [`settle`] waits for autovacuum.
+const SETTLE_LIMIT: Duration = Duration::from_secs(180);
 /// Runs written per transaction while loading (each chunk its own statements,
 /// so no sort or transaction spans the whole history).
 const CHUNK: i64 = 500_000;
@@ -126,6 +129,7 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
         let mut measured: Vec<Option<Measured>> = loaded.iter().map(|_| None).collect();
         for i in order {
             measured[i] = Some(measure(&loaded[i], round, clients, runs, rate, seconds).await?);
+            settle(&loaded[i].stack).await?;
         }
         let Some(Some(base)) = measured.first() else { continue };
         let (completed, p99) = (base.completed, base.p99.as_secs_f64().max(1e-9));
@@ -258,6 +262,27 @@ async fn measure(
         open.failed
     );
     Ok(Measured { completed, p50: open.quantile(0.5), p99: open.quantile(0.99) })
+}
+
+/// Lets one measurement's aftermath pass before the next begins: a
+/// `CHECKPOINT`, then until no autovacuum worker is running anywhere on the
+/// server (at most [`SETTLE_LIMIT`]). Without it the second size measured in a
+/// round ran 19–26 % slower whichever it was (bench/RESULTS.md, ninth sitting).
+async fn settle(stack: &Stack) -> anyhow::Result<()> {
+    let Observer::Pg(pool) = &stack.observer else { bail!("the history bench runs on PostgreSQL") };
+    let started = Instant::now();
+    sqlx::query("CHECKPOINT").execute(pool).await?;
+    loop {
+        let (busy,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")
+                .fetch_one(pool)
+                .await?;
+        if busy == 0 || started.elapsed() >= SETTLE_LIMIT {
+            println!("  settled in {:.1} s ({busy} autovacuum workers still running)", started.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Bytes free for PostgreSQL on the file system holding `dir` (`df`: the bench

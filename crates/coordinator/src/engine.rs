@@ -691,7 +691,7 @@ impl Engine {
     /// Seals a run snapshot.
     fn seal(&self, run: &Run) -> Result<Vec<u8>, EngineError> {
         let json = serde_json::to_vec(run).map_err(|e| EngineError::Corrupt(format!("snapshot: {e}")))?;
-        Ok(self.keyring.seal(snapshot_binding(&run.id), &crate::snapshot::encode(&json))?)
+        Ok(self.keyring.seal(snapshot_binding(&run.id), &crate::snapshot::encode(&json, &run.id))?)
     }
 
     /// Opens a sealed run snapshot.
@@ -715,7 +715,7 @@ impl Engine {
 
     /// Decrypts, decompresses and parses a sealed run snapshot.
     fn decode_snapshot(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
-        let json = crate::snapshot::decode(self.keyring.open(snapshot_binding(run_id), sealed)?)
+        let json = crate::snapshot::decode(self.keyring.open(snapshot_binding(run_id), sealed)?, run_id)
             .map_err(|e| EngineError::Corrupt(format!("the snapshot of run {run_id}: {e}")))?;
         // serde's message can quote the snapshot (input, commands): say where, not what.
         serde_json::from_slice(&json).map_err(|e| {

@@ -1,26 +1,75 @@
-//! The bytes a run's snapshot is sealed as: its JSON, LZ4-compressed.
+//! The bytes a run's snapshot is sealed as: its JSON, LZ4-compressed against
+//! a dictionary.
 //!
 //! A snapshot is rewritten with every decision, so its size is most of what a
 //! run costs the database (WAL, heap pages, whether an update fits beside the
-//! old row). Its JSON repeats field names and step names and compresses to
-//! about half; the sealed bytes are encrypted and do not compress at all, so
+//! old row). The sealed bytes are encrypted and do not compress at all, so
 //! compressing happens here, before sealing. The sealed value's length is
 //! visible to whoever reads the table (as it was before); nothing else is.
 //! LZ4 rather than DEFLATE: DEFLATE (miniz, level 1) saved a little more but
 //! cost 7 % of the coordinator's CPU in the throughput bench, mostly setting
 //! up its tables for every snapshot.
 //!
-//! Format of the plaintext: `0x02`, the JSON's length (4 bytes, little
-//! endian), then one LZ4 block of the JSON. Anything else is the JSON itself
-//! — snapshots written before compression start with `{`, and stay readable.
+//! A snapshot is a small JSON text (a 3-call run's is ~1.8 KB) whose field
+//! names, enum spellings and run id LZ4 can only refer back to once they have
+//! appeared in it; on its own it compresses to about 45 %. Compressed against
+//! [`dictionary`] — the spellings of every snapshot field and variant
+//! ([`STATIC_DICTIONARY`], frozen: changing one byte would make every
+//! snapshot written with it unreadable) followed by the run's id (which the
+//! reader knows: it is the row's key and the seal's binding) — a 3-call run's
+//! finished snapshot takes 38 % less (506 bytes against 818; the test
+//! `the_dictionary_takes_a_fifth_off_a_finished_three_call_run`), for the same CPU.
+//!
+//! Format of the plaintext, by its first byte:
+//! - `0x03`: the JSON's length (4 bytes, little endian), then one LZ4 block
+//!   compressed against [`dictionary`] of the run's id;
+//! - `0x02`: the same without a dictionary (written before it, still read);
+//! - anything else is the JSON itself — snapshots written before compression
+//!   start with `{`, and stay readable.
+//!
 //! The length is checked against [`MAX_SNAPSHOT`] before anything is
 //! allocated, so a corrupt value cannot make decoding allocate without limit.
 
-/// The marker of an LZ4 snapshot (a JSON text never starts with it).
+/// The marker of an LZ4 snapshot without a dictionary (a JSON text never starts with it).
 const LZ4: u8 = 0x02;
+/// The marker of an LZ4 snapshot compressed against [`dictionary`].
+const LZ4_DICTIONARY: u8 = 0x03;
 /// The largest snapshot JSON accepted when decoding (inputs are at most a
 /// megabyte; a run's recorded answers and commands stay well below this).
 pub const MAX_SNAPSHOT: usize = 64 << 20;
+
+/// The fixed part of the dictionary of [`LZ4_DICTIONARY`] snapshots: the
+/// snapshot's spellings (`coordinator_core::machine::run::Run` as serde writes
+/// it), the most common last (LZ4 refers back to any of it alike). Frozen: a
+/// test pins its digest. A new spelling goes into a new dictionary with a new
+/// marker, never into this one.
+pub const STATIC_DICTIONARY: &str = concat!(
+    r#""cancelled","cancelled-after-effect","cancel-requested","expired","failed","timed-out","completed","#,
+    r#""settling","route","deferred","unknown","refused","none","#,
+    r#"{"reason":"unknown-effect","step":"},{"reason":"restore-hold"},{"code":"","step":"","message":""},"#,
+    r#"{"type":"wait-until","until":,"resolution":null},"#,
+    r#"{"type":"wait-for","reference":"","started_at":,"interval_seconds":,"timeout_at":,"seq":,"observing":false,"#,
+    r#""observations":,"last_observation_at":null,"resolution":null,"value":null},"#,
+    r#"{"type":"attempt","not_before":},{"type":"receipt"},"#,
+    r#"[{"timer":{"type":"wait-until","step":""},"at":},{"timer":{"type":"observation","step":""},"at":},"#,
+    r#"{"timer":{"type":"wait-timeout","step":""},"at":},{"timer":{"type":"run-deadline"},"at":}],"#,
+    r#""state":"attention","state":"finished","#,
+    r#","timers":[],"cancel":null,"held":false,"attention":null,"outcome":null,"output":null,"failure":null}"#,
+    r#"{"type":"entered"},"#,
+    r#","attempt":1,"effect":"accepted","pending":{"type":"nothing"},"output":{},"completions":{},"refusal":null,"receipt":null},"#,
+    r#"{"id":"","revision":"sha256:","admitted_at":1,"input":{},"state":"running","current":"","path":[""],"#,
+    r#""steps":{"":{"type":"call","command":{"input":{},"idempotency_key":""#,
+);
+
+/// The dictionary a run's snapshot is compressed against: [`STATIC_DICTIONARY`],
+/// the run's id and `:` (a call's idempotency key is `<run id>:<step>`).
+fn dictionary(run_id: &str) -> Vec<u8> {
+    let mut dictionary = Vec::with_capacity(STATIC_DICTIONARY.len() + run_id.len() + 1);
+    dictionary.extend_from_slice(STATIC_DICTIONARY.as_bytes());
+    dictionary.extend_from_slice(run_id.as_bytes());
+    dictionary.push(b':');
+    dictionary
+}
 
 /// What [`decode`] refuses.
 #[derive(Debug, thiserror::Error)]
@@ -33,28 +82,37 @@ pub enum SnapshotBytesError {
     TooLarge(usize),
 }
 
-/// The plaintext to seal for a snapshot's JSON.
-pub fn encode(json: &[u8]) -> Vec<u8> {
-    let block = lz4_flex::block::compress(json);
+/// The plaintext to seal for the snapshot JSON of run `run_id`.
+pub fn encode(json: &[u8], run_id: &str) -> Vec<u8> {
+    let block = lz4_flex::block::compress_with_dict(json, &dictionary(run_id));
     let length = u32::try_from(json.len()).unwrap_or(u32::MAX);
     let mut out = Vec::with_capacity(5 + block.len());
-    out.push(LZ4);
+    out.push(LZ4_DICTIONARY);
     out.extend_from_slice(&length.to_le_bytes());
     out.extend_from_slice(&block);
     out
 }
 
-/// The snapshot's JSON from an opened plaintext (compressed or, if written
-/// before compression, the JSON itself).
-pub fn decode(plain: Vec<u8>) -> Result<Vec<u8>, SnapshotBytesError> {
-    let Some((&LZ4, rest)) = plain.split_first() else { return Ok(plain) };
-    let (length, block) = rest.split_at_checked(4).ok_or_else(|| SnapshotBytesError::Decompress("no length".into()))?;
+/// The snapshot JSON of run `run_id` from an opened plaintext (compressed in
+/// either form or, if written before compression, the JSON itself).
+pub fn decode(plain: Vec<u8>, run_id: &str) -> Result<Vec<u8>, SnapshotBytesError> {
+    let dictionary = match plain.first() {
+        Some(&LZ4_DICTIONARY) => Some(dictionary(run_id)),
+        Some(&LZ4) => None,
+        _ => return Ok(plain),
+    };
+    let (length, block) =
+        plain[1..].split_at_checked(4).ok_or_else(|| SnapshotBytesError::Decompress("no length".into()))?;
     let length = u32::from_le_bytes([length[0], length[1], length[2], length[3]]);
     let length = usize::try_from(length).unwrap_or(usize::MAX);
     if length > MAX_SNAPSHOT {
         return Err(SnapshotBytesError::TooLarge(length));
     }
-    let json = lz4_flex::block::decompress(block, length).map_err(|e| SnapshotBytesError::Decompress(e.to_string()))?;
+    let json = match &dictionary {
+        Some(dictionary) => lz4_flex::block::decompress_with_dict(block, length, dictionary),
+        None => lz4_flex::block::decompress(block, length),
+    }
+    .map_err(|e| SnapshotBytesError::Decompress(e.to_string()))?;
     if json.len() != length {
         return Err(SnapshotBytesError::Decompress(format!("{} bytes, not {length}", json.len())));
     }
@@ -63,24 +121,59 @@ pub fn decode(plain: Vec<u8>) -> Result<Vec<u8>, SnapshotBytesError> {
 
 #[cfg(test)]
 mod tests {
+    use sha2::{Digest, Sha256};
+
     use super::*;
 
+    const RUN: &str = "01a243cf-1bdd-726e-a96b-d8e6ef9aaf8b";
+    /// A finished 3-call run of the service bench (bench/fixtures/three-calls), as the engine wrote it.
+    const FINISHED: &str = include_str!("snapshot_sample.json");
+
     #[test]
-    fn compressed_snapshots_round_trip_and_old_ones_still_read() {
-        let json = br#"{"id":"r","steps":{"a":{"type":"call"},"b":{"type":"call"},"c":{"type":"call"}}}"#.repeat(20);
-        let encoded = encode(&json);
-        assert!(encoded.len() < json.len() / 2, "{} of {}", encoded.len(), json.len());
-        assert_eq!(decode(encoded).ok(), Some(json.clone()));
-        assert_eq!(decode(json.clone()).ok(), Some(json));
+    fn snapshots_round_trip_and_those_written_before_still_read() {
+        let json = FINISHED.trim_end().as_bytes();
+        let encoded = encode(json, RUN);
+        assert_eq!(encoded.first(), Some(&LZ4_DICTIONARY));
+        assert_eq!(decode(encoded, RUN).ok().as_deref(), Some(json));
+        // Written before the dictionary: LZ4 alone, and before that the JSON itself.
+        let block = lz4_flex::block::compress(json);
+        let before = [&[LZ4][..], &u32::try_from(json.len()).unwrap_or(0).to_le_bytes(), &block].concat();
+        assert_eq!(decode(before, RUN).ok().as_deref(), Some(json));
+        assert_eq!(decode(json.to_vec(), RUN).ok().as_deref(), Some(json));
+    }
+
+    #[test]
+    fn the_dictionary_takes_a_fifth_off_a_finished_three_call_run() {
+        let json = FINISHED.trim_end().as_bytes();
+        let with = encode(json, RUN).len();
+        let without = lz4_flex::block::compress(json).len() + 5;
+        assert!(with * 5 <= without * 4, "{with} bytes against {without} without the dictionary");
+    }
+
+    #[test]
+    fn a_snapshot_does_not_decode_as_another_runs() {
+        let json = FINISHED.trim_end().as_bytes();
+        let other = "01a243cf-1bdd-726e-a96b-d8e6ef9aaf8c";
+        assert_ne!(decode(encode(json, RUN), other).ok().as_deref(), Some(json));
+    }
+
+    #[test]
+    fn the_static_dictionary_is_frozen() {
+        // Every snapshot written with marker 0x03 needs these exact bytes to be read back.
+        let digest = Sha256::digest(STATIC_DICTIONARY.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "bcbfbc47c3821583f7f2460380a30d252c21ea21fc9669e28ddef0ad0b4e4bf5");
     }
 
     #[test]
     fn corrupt_or_oversized_bytes_are_refused() {
-        let mut encoded = encode(br#"{"id":"r","input":{"a":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}}"#);
-        assert!(matches!(decode(vec![LZ4, 1, 0]), Err(SnapshotBytesError::Decompress(_))));
+        let mut encoded = encode(br#"{"id":"r","input":{"a":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}}"#, "r");
         let huge = u32::try_from(MAX_SNAPSHOT + 1).unwrap_or(u32::MAX).to_le_bytes();
-        assert!(matches!(decode([&[LZ4][..], &huge, &[0]].concat()), Err(SnapshotBytesError::TooLarge(_))));
+        for marker in [LZ4, LZ4_DICTIONARY] {
+            assert!(matches!(decode(vec![marker, 1, 0], "r"), Err(SnapshotBytesError::Decompress(_))));
+            assert!(matches!(decode([&[marker][..], &huge, &[0]].concat(), "r"), Err(SnapshotBytesError::TooLarge(_))));
+        }
         encoded.truncate(encoded.len() - 3);
-        assert!(decode(encoded).is_err());
+        assert!(decode(encoded, "r").is_err());
     }
 }
