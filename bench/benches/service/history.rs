@@ -12,7 +12,8 @@
 //! given in odd rounds, the other way round in even ones), so that the
 //! machine's drift over minutes and the first measurement's warm-up fall on
 //! every size alike, and prints each size's figures with their ratio to the
-//! first size's in that round (each round's keys its own); after each
+//! first size's in that round (each round's keys its own; round 0, a
+//! measurement of each size before the first round, is not reported); after each
 //! measurement, a `CHECKPOINT` and a wait for autovacuum to finish. The stacks not
 //! being measured stay up, idle. Last, a retention cut of each history. Runs
 //! are counted by `admitted_at` (an indexed range of the new runs only),
@@ -119,6 +120,13 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
         "| round | ended runs | loaded in s | database MB | completed runs/s | ratio | admission p50 ms | p99 ms | ratio |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
+    // A fresh service's first measurement ran at a third of the rate of the
+    // ones after it (its tables' statistics still those of empty ones): each
+    // size is measured once first, unreported.
+    for l in &loaded {
+        let _ = measure(l, 0, clients, runs, rate, seconds).await?;
+        settle(&l.stack).await?;
+    }
     let mut rows = Vec::new();
     for round in 1..=rounds {
         // Odd rounds measure the sizes in the order given, even rounds the other way round.
@@ -243,6 +251,7 @@ async fn measure(
     let (finished, last) = finished_since(pool, t0, admissions.admitted).await?;
     let completed = finished as f64 / ((last - admissions.first_sent_ms).max(1) as f64 / 1000.0);
     println!("  {size}: {finished} of {} finished, {completed:.0} completed runs/s", admissions.admitted);
+    slowest(pool, t0).await?;
 
     let t1 = epoch_ms();
     let latency = Arc::new(Admitter::new(
@@ -283,6 +292,32 @@ async fn settle(stack: &Stack) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Prints the run admitted since `since` that took longest from admission to
+/// its last update, with its journal (kinds, steps, details, ms after
+/// admission): what a straggler waited for.
+async fn slowest(pool: &PgPool, since: i64) -> anyhow::Result<()> {
+    let run: Option<(String, i64, i64)> = sqlx::query_as(
+        "SELECT id, admitted_at, updated_at FROM runs WHERE admitted_at >= $1 ORDER BY updated_at - admitted_at DESC LIMIT 1",
+    )
+    .bind(since)
+    .fetch_optional(pool)
+    .await?;
+    let Some((id, admitted, updated)) = run else { return Ok(()) };
+    let entries: Vec<(i64, String, Option<String>, String)> =
+        sqlx::query_as("SELECT at, kind, step, detail FROM audit WHERE run_id = $1 ORDER BY seq")
+            .bind(&id)
+            .fetch_all(pool)
+            .await?;
+    let journal: Vec<String> = entries
+        .iter()
+        .map(|(at, kind, step, detail)| {
+            format!("+{} {kind} {} {detail}", at - admitted, step.as_deref().unwrap_or("-"))
+        })
+        .collect();
+    println!("  slowest run {id}: {} ms; {}", updated - admitted, journal.join("; "));
+    Ok(())
 }
 
 /// Bytes free for PostgreSQL on the file system holding `dir` (`df`: the bench

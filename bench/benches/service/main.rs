@@ -153,7 +153,9 @@ async fn throughput(options: &Options) -> anyhow::Result<()> {
     for backend in backends {
         for &c in &clients {
             let tps = match backend {
-                Backend::Pg if pgbench_seconds > 0 => Some(run_pgbench(c, pgbench_seconds).await?.tps),
+                Backend::Pg if pgbench_seconds > 0 => {
+                    Some(run_pgbench(c, pgbench_seconds, &options.pg_params()).await?.tps)
+                }
                 _ => None,
             };
             let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
@@ -428,7 +430,7 @@ async fn timers(options: &Options) -> anyhow::Result<()> {
 async fn pgbench(options: &Options) -> anyhow::Result<()> {
     let clients: usize = options.number("clients", 32)?;
     let seconds: u64 = options.number("seconds", 20)?;
-    let run = run_pgbench(clients, seconds).await?;
+    let run = run_pgbench(clients, seconds, &options.pg_params()).await?;
     println!("{}", run.command);
     for line in &run.summary {
         println!("  {line}");
@@ -444,8 +446,10 @@ struct Pgbench {
 }
 
 /// `pgbench -b simple-update` with `clients` clients for `seconds` on a
-/// scratch database of the local server (dropped afterwards).
-async fn run_pgbench(clients: usize, seconds: u64) -> anyhow::Result<Pgbench> {
+/// scratch database of the local server (dropped afterwards). An `sslmode`
+/// in `pg_params` (the service's URL query, `pg=`) is pgbench's too
+/// (`PGSSLMODE`), so both talk to the server alike.
+async fn run_pgbench(clients: usize, seconds: u64, pg_params: &str) -> anyhow::Result<Pgbench> {
     let bin = pgbench_bin()?;
     let db = PgScratch::create("coordinator_bench").await?;
     let base = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"];
@@ -456,8 +460,14 @@ async fn run_pgbench(clients: usize, seconds: u64) -> anyhow::Result<Pgbench> {
     let (c, t) = (clients.to_string(), seconds.to_string());
     let threads = clients.min(2).to_string();
     let args = ["-b", "simple-update", "-c", &c, "-j", &threads, "-T", &t, db.name()];
-    let command = format!("{} {} {}", bin.display(), base.join(" "), args.join(" "));
-    let run = Command::new(&bin).args(base).args(args).output()?;
+    let mode = pg_params.split('&').find_map(|p| p.strip_prefix("sslmode="));
+    let env = mode.map(|m| format!("PGSSLMODE={m} ")).unwrap_or_default();
+    let command = format!("{env}{} {} {}", bin.display(), base.join(" "), args.join(" "));
+    let mut run = Command::new(&bin);
+    if let Some(mode) = mode {
+        run.env("PGSSLMODE", mode);
+    }
+    let run = run.args(base).args(args).output()?;
     let out = String::from_utf8_lossy(&run.stdout);
     if !run.status.success() {
         bail!("pgbench: {}{}", out, String::from_utf8_lossy(&run.stderr));
