@@ -14,7 +14,10 @@
 //! every size alike, and prints each size's figures with their ratio to the
 //! first size's in that round (each round's keys its own; round 0, a
 //! measurement of each size before the first round, is not reported); after each
-//! measurement, a `CHECKPOINT` and a wait for autovacuum to finish. The stacks not
+//! measurement, a `CHECKPOINT` and a wait for autovacuum to finish. `idle=S`
+//! (default 0) lets every stack sit idle S seconds before its first
+//! measurement (a service idle for 30 s ran its next burst at a fraction of
+//! its rate: bench/RESULTS.md, tenth sitting). The stacks not
 //! being measured stay up, idle. Last, a retention cut of each history. Runs
 //! are counted by `admitted_at` (an indexed range of the new runs only),
 //! never by scanning the history.
@@ -107,6 +110,7 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
     let rate: f64 = options.number("rate", 200.0)?;
     let seconds: f64 = options.number("seconds", 20.0)?;
     let rounds: usize = options.number("rounds", 1)?;
+    let idle: f64 = options.number("idle", 0.0)?;
     println!(
         "history of N ended runs ({entries} journal entries each), then {runs} 3-call runs with {clients} clients \
          and {seconds} s of admissions at {rate}/s, PostgreSQL, each size on a database and service of its own, \
@@ -120,6 +124,8 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
         "| round | ended runs | loaded in s | database MB | completed runs/s | ratio | admission p50 ms | p99 ms | ratio |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
+    // `idle=S`: every stack waits S seconds, idle, before its first measurement.
+    tokio::time::sleep(Duration::from_secs_f64(idle)).await;
     // A fresh service's first measurement ran at a third of the rate of the
     // ones after it (its tables' statistics still those of empty ones): each
     // size is measured once first, unreported.
