@@ -30,19 +30,46 @@ use crate::{Store, StoreError, wakeups};
 /// returned columns (SQLite's claim names the run's, or none).
 macro_rules! claim_work_sql {
     ($rows:literal, $order:literal, $limit:literal, $lock:literal, $run:expr) => {
+        claim_work_sql!(
+            "(run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind",
+            ")",
+            $rows,
+            $order,
+            $limit,
+            $lock,
+            $run
+        )
+    };
+    ($pick:expr, $close:literal, $rows:literal, $order:literal, $limit:literal, $lock:literal, $run:expr) => {
         concat!(
-            "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
-             WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
-             WHERE ",
+            "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 WHERE ",
+            $pick,
+            " FROM outbox o JOIN runs r ON r.id = o.run_id WHERE ",
             $rows,
             " AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') ORDER BY ",
             $order,
             " LIMIT ",
             $limit,
             $lock,
-            ") RETURNING run_id, step, kind, attempt, not_before, claims",
+            $close,
+            " RETURNING run_id, step, kind, attempt, not_before, claims",
             $run
         )
+    };
+}
+
+/// How PostgreSQL's claims name the rows they lease: by `ctid`, from an array
+/// their locking read fills once (an `InitPlan`). Named by `IN (SELECT …
+/// LIMIT n FOR UPDATE SKIP LOCKED)`, the read could be planned as the inner
+/// side of a join and run again for every outer row: planned once per
+/// connection while the queue was empty (a worker idle for 30 s), each claim
+/// then took 1–4.7 s with thousands of rows waiting, leased more than `n`
+/// rows, and the second part's `LIMIT $4 - count` went negative and failed the
+/// claim (bench/RESULTS.md, tenth sitting). The rows are locked by the read,
+/// so their `ctid` cannot change before the `UPDATE` in the same statement.
+macro_rules! pick_pg {
+    ($alias:literal) => {
+        concat!("ctid = ANY(ARRAY(SELECT ", $alias, ".ctid")
     };
 }
 
@@ -57,6 +84,8 @@ macro_rules! claimed_work_pg {
         concat!(
             "claimed_fresh AS (",
             claim_work_sql!(
+                pick_pg!("o"),
+                "))",
                 "o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $3",
                 "o.not_before, o.run_id, o.step, o.kind",
                 "$4",
@@ -65,6 +94,8 @@ macro_rules! claimed_work_pg {
             ),
             "), claimed_expired AS (",
             claim_work_sql!(
+                pick_pg!("o"),
+                "))",
                 "o.lease_until < $3",
                 "o.lease_until, o.run_id, o.step, o.kind",
                 "$4 - (SELECT count(*) FROM claimed_fresh)",
@@ -82,14 +113,19 @@ macro_rules! claimed_work_pg {
 /// their order; `$run` more returned columns (as in `claim_work_sql`).
 macro_rules! claim_timers_sql {
     ($limit:literal, $lock:literal, $run:expr) => {
+        claim_timers_sql!("(run_id, timer) IN (SELECT t.run_id, t.timer", ")", $limit, $lock, $run)
+    };
+    ($pick:expr, $close:literal, $limit:literal, $lock:literal, $run:expr) => {
         concat!(
-            "UPDATE timers SET lease_owner = $1, lease_until = $2 \
-             WHERE (run_id, timer) IN (SELECT t.run_id, t.timer FROM timers t JOIN runs r ON r.id = t.run_id \
+            "UPDATE timers SET lease_owner = $1, lease_until = $2 WHERE ",
+            $pick,
+            " FROM timers t JOIN runs r ON r.id = t.run_id \
              WHERE t.due_at <= $3 AND (t.lease_until IS NULL OR t.lease_until < $3) AND NOT r.held \
              ORDER BY t.due_at, t.run_id, t.timer LIMIT ",
             $limit,
             $lock,
-            ") RETURNING run_id, timer, due_at",
+            $close,
+            " RETURNING run_id, timer, due_at",
             $run
         )
     };
@@ -174,7 +210,7 @@ const CLAIM_DUE_PG: &str = concat!(
     "WITH ",
     claimed_work_pg!(),
     ", claimed_timers AS (",
-    claim_timers_sql!("$6", " FOR UPDATE OF t SKIP LOCKED", ""),
+    claim_timers_sql!(pick_pg!("t"), "))", "$6", " FOR UPDATE OF t SKIP LOCKED", ""),
     ") SELECT 'work', c.run_id, c.step, c.kind, c.attempt, c.not_before, c.claims, r.revision, r.snapshot, \
      r.trace_parent FROM claimed_work c LEFT JOIN runs r ON r.id = c.run_id \
      UNION ALL SELECT 'timer', c.run_id, c.timer, NULL, NULL, c.due_at, NULL, r.revision, NULL, r.trace_parent \

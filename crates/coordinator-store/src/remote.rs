@@ -59,13 +59,15 @@ macro_rules! offered_columns {
 /// the order each lane is read in (and the offer takes its rows in), `$limit`
 /// how many. Each lane is read on its own (a `LATERAL` part, which locks what
 /// it reads and skips what others locked), so a worker of several lanes
-/// reads about as many rows as it takes; the claim count is left alone.
+/// reads about as many rows as it takes; the claim count is left alone. The
+/// rows are named by `ctid` from an array the read fills once, as claims name
+/// theirs (`claims::pick_pg`).
 macro_rules! offer_part_pg {
     ($rows:literal, $order:literal, $limit:literal) => {
         concat!(
             "UPDATE outbox SET lease_owner = $1, lease_until = $2 \
-             WHERE (run_id, step, kind) IN (SELECT c.run_id, c.step, c.kind \
-             FROM unnest($5::text[]) AS l(value), LATERAL (SELECT o.run_id, o.step, o.kind, ",
+             WHERE ctid = ANY(ARRAY(SELECT c.ctid \
+             FROM unnest($5::text[]) AS l(value), LATERAL (SELECT o.ctid, o.run_id, o.step, o.kind, ",
             $order,
             " AS rank FROM outbox o JOIN runs r ON r.id = o.run_id \
              WHERE o.lane = l.value AND o.lane IS NOT NULL AND ",
@@ -76,7 +78,7 @@ macro_rules! offer_part_pg {
             $limit,
             " FOR UPDATE OF o SKIP LOCKED) AS c ORDER BY c.rank, c.run_id, c.step, c.kind LIMIT ",
             $limit,
-            ") ",
+            ")) ",
             offered_columns!()
         )
     };
