@@ -27,7 +27,9 @@ use crate::{Store, StoreError, wakeups};
 /// A claim of outbox rows: `$1` owner, `$2` lease end, `$3` now, `$5` 1 for
 /// receipts only; `$rows` says which rows, `$order` and `$limit` how many
 /// and which first, `$lock` is PostgreSQL's row-lock clause, `$run` more
-/// returned columns (SQLite's claim names the run's, or none).
+/// returned columns (SQLite's claim names the run's, or none). With a
+/// leading `$pick` and `$close`, how the `UPDATE` names the rows its read
+/// picked (PostgreSQL: [`pick_pg`]); without, by `(run_id, step, kind) IN (…)`.
 macro_rules! claim_work_sql {
     ($rows:literal, $order:literal, $limit:literal, $lock:literal, $run:expr) => {
         claim_work_sql!(
