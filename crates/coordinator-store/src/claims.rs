@@ -544,3 +544,7 @@ pub(crate) fn describe(claim: &Claim) -> String {
         Claim::Timer(t) => format!("timer {:?} of run {}", t.timer, t.run_id),
     }
 }
+
+#[cfg(test)]
+#[path = "claims_plan_tests.rs"]
+mod plan_tests;

@@ -87,7 +87,7 @@ macro_rules! offer_part_pg {
 /// PostgreSQL's offer (`$4` the limit), one statement: unleased due rows of
 /// each lane from `outbox_lanes` first, then rows whose window or lease ran
 /// out from `outbox_lanes_leased`, up to the same limit.
-const OFFER_PG: &str = concat!(
+pub(crate) const OFFER_PG: &str = concat!(
     "WITH offered_fresh AS (",
     offer_part_pg!("o.lease_until IS NULL", "o.not_before", "$4"),
     "), offered_expired AS (",
