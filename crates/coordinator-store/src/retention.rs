@@ -48,6 +48,8 @@ const RETENTION: &str = "retention";
 const RUN_ROWS: [&str; 5] = ["admission_keys", "trigger_events", "outbox", "timers", "waits"];
 
 const LAST_DAY: &str = "SELECT COALESCE(max(hi_ms), 0) FROM partition_days WHERE tbl = $1";
+/// Whether a recorded partition of `$1` overlaps the day `[$2, $3)`.
+const DAY_COVERED: &str = "SELECT 1 FROM partition_days WHERE tbl = $1 AND lo_ms < $3 AND hi_ms > $2 LIMIT 1";
 const RECORD_DAY: &str = "INSERT INTO partition_days (tbl, name, lo_ms, hi_ms) VALUES ($1, $2, $3, $4)";
 const DAYS: &str = "SELECT name, lo_ms, hi_ms FROM partition_days WHERE tbl = $1 ORDER BY lo_ms";
 const FORGET_DAYS: &str = "DELETE FROM partition_days WHERE tbl = $1 AND hi_ms <= $2";
@@ -149,7 +151,8 @@ impl Store {
             while day <= day_of(now) + AHEAD_DAYS * DAY_MS {
                 let name = partition_name(table, day);
                 match self.create_day(table, &name, day).await {
-                    Ok(()) => prepared.created.push(name),
+                    Ok(true) => prepared.created.push(name),
+                    Ok(false) => {}
                     Err(e) => prepared.skipped.push((name, e)),
                 }
                 day += DAY_MS;
@@ -158,9 +161,16 @@ impl Store {
         Ok(prepared)
     }
 
-    async fn create_day(&self, table: &str, name: &str, day: i64) -> Result<(), StoreError> {
+    /// Makes `table`'s partition `name` for `day`; `false` when a partition
+    /// of that table already covers the day (another process made it while
+    /// this one read where the days end: both read before either made one).
+    async fn create_day(&self, table: &str, name: &str, day: i64) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_for(crate::db::Writer::Background).await?;
         lock(&mut tx).await?;
+        // Read under the lock: what an earlier holder made has committed.
+        if tx.fetch_optional(DAY_COVERED, vec![table.into(), day.into(), (day + DAY_MS).into()]).await?.is_some() {
+            return Ok(false);
+        }
         let bounds = match table {
             "runs" => {
                 format!("FROM ('{}') TO ('{}') WITH (fillfactor = 50)", run_id_bound(day), run_id_bound(day + DAY_MS))
@@ -169,7 +179,7 @@ impl Store {
         };
         tx.fetch_query(made(format!("CREATE TABLE {name} PARTITION OF {table} FOR VALUES {bounds}"))).await?;
         tx.execute(RECORD_DAY, vec![table.into(), name.into(), day.into(), (day + DAY_MS).into()]).await?;
-        tx.commit().await
+        tx.commit().await.map(|()| true)
     }
 
     /// Removes, as a prefix of days, the runs that ended before `now` minus

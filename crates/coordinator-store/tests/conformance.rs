@@ -112,7 +112,10 @@ use remote::{
     offers_and_acquires_are_refused_while_the_fence_holds, rows_of_connections_no_longer_remote_go_in_process,
     the_report_fence_refuses_an_offer_alone,
 };
-use retention::retention_removes_ended_days_and_keeps_from_the_first_live_one;
+use retention::{
+    partitions_made_by_two_processes_at_once_are_made_once_and_none_is_skipped,
+    retention_removes_ended_days_and_keeps_from_the_first_live_one,
+};
 use serde_json::json;
 use support::{T0, admit, deciding, first, new_run, run_id, workflow};
 use trace::{a_run_keeps_its_trace_parent_for_every_read, claims_carry_the_trace_parent_of_their_run};
@@ -145,6 +148,7 @@ macro_rules! conformance {
 conformance!(Current in on_sqlite, on_postgres:
     migrate_is_idempotent,
     retention_removes_ended_days_and_keeps_from_the_first_live_one,
+    partitions_made_by_two_processes_at_once_are_made_once_and_none_is_skipped,
     packages_are_stored_and_activated,
     admission_is_idempotent,
     concurrent_identical_admissions_create_one_run,

@@ -137,3 +137,32 @@ pub async fn retention_removes_ended_days_and_keeps_from_the_first_live_one(db: 
         other => panic!("{other:?}"),
     }
 }
+
+/// Two processes starting together both make the days ahead: each day is
+/// made once, by one of them, and neither reports a day it "could not make"
+/// (the service logs such a day as a warning that its rows go to the DEFAULT
+/// partition, which would be false and give an operator work for nothing).
+pub async fn partitions_made_by_two_processes_at_once_are_made_once_and_none_is_skipped(db: &TestDb) {
+    let other = ok(Store::connect(&db.url).await, "a second process");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let at = day_of(i64::try_from(now_ms).unwrap_or(0)) + 5 * DAY_MS;
+    for round in 0..3 {
+        let at = at + round * DAY_MS;
+        let (mine, theirs) = tokio::join!(db.prepare_partitions(at), other.prepare_partitions(at));
+        let (mine, theirs) = (ok(mine, "prepare"), ok(theirs, "prepare in the other process"));
+        if let Some((name, e)) = mine.skipped.iter().chain(&theirs.skipped).next() {
+            panic!("round {round}: {name} reported as not made: {e}");
+        }
+        let mut made: Vec<&String> = mine.created.iter().chain(&theirs.created).collect();
+        let all = made.len();
+        made.sort();
+        made.dedup();
+        assert_eq!(made.len(), all, "round {round}: a day made twice: {mine:?} {theirs:?}");
+    }
+    if db.url.starts_with("postgres") {
+        let days = count(db, "SELECT count(*) FROM partition_days WHERE tbl = 'audit'").await;
+        let distinct = count(db, "SELECT count(DISTINCT lo_ms) FROM partition_days WHERE tbl = 'audit'").await;
+        assert_eq!(days, distinct, "each day recorded once");
+    }
+    other.close().await;
+}
