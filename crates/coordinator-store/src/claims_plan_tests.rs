@@ -77,12 +77,17 @@ fn assert_locks_read_once(plan: &Value, expected: usize, what: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_planned_on_an_empty_queue_reads_and_locks_its_rows_once() {
-    let scratch =
-        coordinator_testdb::ScratchDb::create("coordinator_claim_plan").await.unwrap_or_else(|e| panic!("{e}"));
+/// A scratch database with the store's schema, and the store on it.
+async fn migrated(prefix: &str) -> (coordinator_testdb::ScratchDb, Store) {
+    let scratch = coordinator_testdb::ScratchDb::create(prefix).await.unwrap_or_else(|e| panic!("{e}"));
     let store = Store::connect(&scratch.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
     store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+    (scratch, store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_planned_on_an_empty_queue_reads_and_locks_its_rows_once() {
+    let (scratch, store) = migrated("coordinator_claim_plan").await;
     // Owner, lease end, now, work limit, receipts only, timer limit.
     let args = "'claimer', 2000, 1000, 32, 0, 32";
     let plan = generic_plan(&scratch.url, &[super::CLAIM_PLAN_PG], super::CLAIM_DUE_PG, args).await;
@@ -93,10 +98,7 @@ async fn a_claim_planned_on_an_empty_queue_reads_and_locks_its_rows_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_offer_planned_on_an_empty_queue_reads_and_locks_its_rows_once() {
-    let scratch =
-        coordinator_testdb::ScratchDb::create("coordinator_offer_plan").await.unwrap_or_else(|e| panic!("{e}"));
-    let store = Store::connect(&scratch.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
-    store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+    let (scratch, store) = migrated("coordinator_offer_plan").await;
     // Offered to, window end, now, limit, lanes.
     let args = "'worker', 2000, 1000, 32, ARRAY['lane-a', 'lane-b']";
     let plan = generic_plan(&scratch.url, &[], crate::remote::OFFER_PG, args).await;

@@ -33,6 +33,12 @@ async fn journal_after(store: &Store, mut after: i64) -> (Vec<Entry>, Head) {
     }
 }
 
+/// The start of today (UTC), ms: days from it on are made ahead by `prepare_partitions`.
+fn today() -> i64 {
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    day_of(i64::try_from(now_ms).unwrap_or(0))
+}
+
 async fn seal_all(store: &Store) {
     while ok(store.seal_audit(100).await, "seal") == 100 {}
 }
@@ -62,8 +68,7 @@ pub async fn retention_removes_ended_days_and_keeps_from_the_first_live_one(db: 
     let wf = workflow();
     // Days after today, so their partitions are made ahead (the first in the
     // migration's own partition, the others by `prepare_partitions`).
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let today = day_of(i64::try_from(now_ms).unwrap_or(0));
+    let today = today();
     for at in [today, today + 3 * DAY_MS] {
         let prepared = ok(store.prepare_partitions(at).await, "partitions");
         if let Some((name, e)) = prepared.skipped.first() {
@@ -144,8 +149,7 @@ pub async fn retention_removes_ended_days_and_keeps_from_the_first_live_one(db: 
 /// partition, which would be false and give an operator work for nothing).
 pub async fn partitions_made_by_two_processes_at_once_are_made_once_and_none_is_skipped(db: &TestDb) {
     let other = ok(Store::connect(&db.url).await, "a second process");
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let at = day_of(i64::try_from(now_ms).unwrap_or(0)) + 5 * DAY_MS;
+    let at = today() + 5 * DAY_MS;
     for round in 0..3 {
         let at = at + round * DAY_MS;
         let (mine, theirs) = tokio::join!(db.prepare_partitions(at), other.prepare_partitions(at));
