@@ -3,7 +3,8 @@
 //! straight into its tables — generated in SQL, admitted over the 30 days
 //! before now (time-ordered UUIDv7-shaped ids), 96 % finished, 2 % failed, 2 %
 //! cancelled, each with its idempotency key and `entries` sealed journal
-//! entries (default 12, about what a 3-call run writes) — then `VACUUM
+//! entries (default 12, about what a 3-call run writes, in rows of three as a
+//! decision's are) — then `VACUUM
 //! ANALYZE` and a `CHECKPOINT` (so the load's writes are not the measurement's), then
 //! what `throughput` and `latency` measure, on that stack: completed 3-call
 //! runs/s with `clients` clients (`runs` of them), and admission latency at
@@ -49,14 +50,20 @@ const RUNS: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency
        CASE WHEN i % 50 > 1 THEN 'done' END, NULL, NULL FROM (SERIES) AS s";
 const KEYS: &str = "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
      SELECT 'bench', $6, 'past-' || i, id FROM (SERIES) AS s";
-/// `$6` entries per run of [`SERIES`], each sealed at its own position (run
-/// number order, then entry order), written as the service writes them (no
-/// `prev_hash`: readers take it from the entry before).
-const ENTRIES: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash) \
-     SELECT s.id, s.at + j, 'decision', 'call-one', 'entered call step', NULL, \
-       (s.i - 1) * $6::bigint + j, md5(s.id) || md5(j::text) \
-     FROM (SERIES) AS s, generate_series(1, $6::bigint) AS j";
-const HEAD: &str = "UPDATE audit_head SET position = (SELECT COALESCE(max(position), 0) FROM audit), \
+/// `$6` entries per run of [`SERIES`] (a multiple of [`ROW_ENTRIES`]), each
+/// sealed at its own position (run number order, then entry order), written
+/// as the service writes them: a row per decision holding [`ROW_ENTRIES`]
+/// entries, the later ones in `more` (`audit::rows`), no `prev_hash`.
+const ENTRIES: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash, more) \
+     SELECT s.id, s.at + g, 'decision', 'call-one', 'entered call step', NULL, \
+       (s.i - 1) * $6::bigint + g * $7::bigint + 1, md5(s.id) || md5(g::text), \
+       '[[\"dispatch\",\"call-one\",\"attempt 1 queued\",\"' || md5(s.id) || md5(g::text || 'b') || '\"],' || \
+       '[\"classification\",\"call-one\",\"accepted\",\"' || md5(s.id) || md5(g::text || 'c') || '\"]]' \
+     FROM (SERIES) AS s, generate_series(0, $6::bigint / $7::bigint - 1) AS g";
+/// Entries per journal row in the history (a decision's, as a 3-call run writes them).
+const ROW_ENTRIES: i64 = 3;
+/// The head at the last row's last entry (`$1` entries a row).
+const HEAD: &str = "UPDATE audit_head SET position = (SELECT COALESCE(max(position) + $1::bigint - 1, 0) FROM audit), \
      hash = repeat('ab', 32) WHERE singleton = 1";
 /// The longest [`settle`] waits for autovacuum.
 const SETTLE_LIMIT: Duration = Duration::from_secs(180);
@@ -105,6 +112,11 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
     let sizes: Vec<i64> =
         options.list("sizes", "0,1000000").iter().map(|s| s.parse()).collect::<Result<_, _>>().context("sizes")?;
     let entries: i64 = options.number("entries", 12)?;
+    if entries <= 0 || entries % ROW_ENTRIES != 0 {
+        anyhow::bail!(
+            "entries={entries}: give a positive multiple of {ROW_ENTRIES} (the history's journal rows hold {ROW_ENTRIES} entries each)"
+        );
+    }
     let clients: usize = options.number("clients", 32)?;
     let runs: usize = options.number("runs", 3000)?;
     let rate: f64 = options.number("rate", 200.0)?;
@@ -212,7 +224,7 @@ async fn load(options: &Options, size: i64, entries: i64) -> anyhow::Result<Load
             let writes = [
                 ("runs", chunk(&runs_sql).bind(&stack.workflow).bind(&stack.revision)),
                 ("keys", chunk(&keys_sql).bind(&stack.workflow)),
-                ("journal", chunk(&entries_sql).bind(entries)),
+                ("journal", chunk(&entries_sql).bind(entries).bind(ROW_ENTRIES)),
             ];
             for (what, query) in writes {
                 query.execute(pool).await.with_context(|| format!("writing the history's {what} ({lo}..={hi})"))?;
@@ -222,7 +234,7 @@ async fn load(options: &Options, size: i64, entries: i64) -> anyhow::Result<Load
             }
             lo = hi + 1;
         }
-        sqlx::query(HEAD).execute(pool).await?;
+        sqlx::query(HEAD).bind(ROW_ENTRIES).execute(pool).await?;
     }
     sqlx::query("VACUUM ANALYZE").execute(pool).await?;
     // The load's dirty pages are written now, not by a checkpoint during the measurement.
@@ -300,6 +312,9 @@ async fn settle(stack: &Stack) -> anyhow::Result<()> {
     }
 }
 
+/// A journal row as [`slowest`] reads it: at, kind, step, detail, more.
+type JournalRow = (i64, String, Option<String>, String, Option<String>);
+
 /// Prints the run admitted since `since` that took longest from admission to
 /// its last update, with its journal (kinds, steps, details, ms after
 /// admission): what a straggler waited for.
@@ -311,17 +326,20 @@ async fn slowest(pool: &PgPool, since: i64) -> anyhow::Result<()> {
     .fetch_optional(pool)
     .await?;
     let Some((id, admitted, updated)) = run else { return Ok(()) };
-    let entries: Vec<(i64, String, Option<String>, String)> =
-        sqlx::query_as("SELECT at, kind, step, detail FROM audit WHERE run_id = $1 ORDER BY seq")
+    let rows: Vec<JournalRow> =
+        sqlx::query_as("SELECT at, kind, step, detail, more FROM audit WHERE run_id = $1 ORDER BY seq")
             .bind(&id)
             .fetch_all(pool)
             .await?;
-    let journal: Vec<String> = entries
-        .iter()
-        .map(|(at, kind, step, detail)| {
-            format!("+{} {kind} {} {detail}", at - admitted, step.as_deref().unwrap_or("-"))
-        })
-        .collect();
+    let mut journal = Vec::new();
+    for (at, kind, step, detail, more) in rows {
+        let later: Vec<(String, Option<String>, String, Option<String>)> =
+            more.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
+        let all = std::iter::once((kind, step, detail)).chain(later.into_iter().map(|(k, s, d, _)| (k, s, d)));
+        for (kind, step, detail) in all {
+            journal.push(format!("+{} {kind} {} {detail}", at - admitted, step.as_deref().unwrap_or("-")));
+        }
+    }
     println!("  slowest run {id}: {} ms; {}", updated - admitted, journal.join("; "));
     Ok(())
 }

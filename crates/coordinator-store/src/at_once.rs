@@ -20,6 +20,7 @@
 
 use crate::StoreError;
 use crate::audit::Line;
+use crate::audit::rows;
 use crate::batch::{Grouped, groupable};
 use crate::claims::in_work_order;
 use crate::db::{Arg, Tx};
@@ -31,7 +32,7 @@ use crate::types::{ClaimedRun, Decision, NewRun, WorkItem, WorkKind};
 /// The statement: the key's row (when the run has a key), the run row
 /// (`insert_run_sql!`, `$1`–`$13`) only when the key was taken for it, then its
 /// first decision's rows (the outbox rows' lanes are `$25`, whether each is
-/// leased at once `$26`, to `$27` until `$28`); `$gate` (a literal, `""` for
+/// leased at once `$26`, to `$27` until `$28`; the journal rows' `more` `$29`); `$gate` (a literal, `""` for
 /// none) is a condition both inserts need.
 macro_rules! admit_pg_sql {
     ($gate:expr) => {
@@ -52,9 +53,10 @@ macro_rules! admit_pg_sql {
      SELECT r.id, t.timer, t.due_at, NULL, NULL FROM r, unnest($18::text[], $19::bigint[]) AS t(timer, due_at)), \
    w AS (INSERT INTO waits (run_id, step, reference) \
      SELECT r.id, w.step, w.reference FROM r, unnest($20::text[], $21::text[]) AS w(step, reference)), \
-   a AS (INSERT INTO audit (run_id, at, kind, step, detail, actor) \
-     SELECT r.id, $9, a.kind, a.step, a.detail, $4 \
-     FROM r, unnest($22::text[], $23::text[], $24::text[]) WITH ORDINALITY AS a(kind, step, detail, n) ORDER BY a.n) \
+   a AS (INSERT INTO audit (run_id, at, kind, step, detail, actor, more) \
+     SELECT r.id, $9, a.kind, a.step, a.detail, $4, a.more \
+     FROM r, unnest($22::text[], $23::text[], $24::text[], $29::text[]) WITH ORDINALITY AS a(kind, step, detail, more, n) \
+     ORDER BY a.n) \
    SELECT r.id FROM r"
         )
     };
@@ -123,6 +125,11 @@ pub(crate) async fn admit(
         return Ok(AtOnce::NotThisWay);
     };
     let leased = leased_rows(new, decision, &g);
+    // The journal's rows (`audit::rows`): the run's lines, at most GROUP_MAX a row.
+    let lines: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|l| (Some(new.id.as_str()), l)).collect();
+    let groups = rows::groups(&lines);
+    let firsts: Vec<(Option<&str>, &Line<'_>)> = groups.iter().map(|g| lines[g.start]).collect();
+    let mores = groups.iter().map(|g| rows::more(&lines[g.clone()], None)).collect::<Result<Vec<_>, _>>()?;
     let mut args = run_args(new, decision);
     args.extend([
         Arg::Texts(g.queue_work.1),
@@ -133,13 +140,14 @@ pub(crate) async fn admit(
         Arg::Ints(g.set_timers.2),
         Arg::Texts(g.open_waits.1),
         Arg::Texts(g.open_waits.2),
-        Arg::Texts(journal.iter().map(|l| l.kind.to_owned()).collect()),
-        Arg::MaybeTexts(journal.iter().map(|l| l.step.as_deref().map(str::to_owned)).collect()),
-        Arg::Texts(journal.into_iter().map(|l| l.detail.into_owned()).collect()),
+        Arg::Texts(firsts.iter().map(|(_, l)| l.kind.to_owned()).collect()),
+        Arg::MaybeTexts(firsts.iter().map(|(_, l)| l.step.as_deref().map(str::to_owned)).collect()),
+        Arg::Texts(firsts.iter().map(|(_, l)| l.detail.clone().into_owned()).collect()),
         Arg::MaybeTexts(g.queue_work.5),
         Arg::Flags(g.queue_work.6),
         lease.map(|(owner, _)| owner).into(),
         lease.map(|(_, l)| l.until).into(),
+        Arg::MaybeTexts(mores),
     ]);
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     match conn.fetch_optional(sql, args).await? {

@@ -254,7 +254,7 @@ const LEASED_TIMER_PG: &str = "SELECT 1 FROM timers \
      WHERE run_id = $1 AND timer = $2 AND due_at = $3 AND lease_owner = $4 FOR UPDATE";
 const RUN_OUTBOX: &str = "SELECT step, kind, attempt, not_before FROM outbox WHERE run_id = $1 ORDER BY step, kind";
 const RUN_TIMERS: &str = "SELECT timer, due_at FROM timers WHERE run_id = $1 ORDER BY timer";
-const RUN_AUDIT: &str = "SELECT kind, step, detail FROM audit WHERE run_id = $1 ORDER BY seq";
+const RUN_AUDIT: &str = "SELECT kind, step, detail, more FROM audit WHERE run_id = $1 ORDER BY seq";
 
 /// Which work a claimer takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -412,6 +412,8 @@ impl Store {
         }
         for row in tx.fetch_all(RUN_AUDIT, vec![run_id.into()]).await? {
             work.audit.push((row.get(0)?, row.get(1)?, row.get(2)?));
+            let more: Option<String> = row.get(3)?;
+            work.audit.extend(crate::audit::rows::later(more.as_deref()).into_iter().map(|(k, s, d, _)| (k, s, d)));
         }
         Ok(work)
     }

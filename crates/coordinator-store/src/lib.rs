@@ -96,6 +96,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (14, "narrower journal", include_str!("../migrations/sqlite/0014_narrower_journal.sql")),
     (15, "fence", include_str!("../migrations/sqlite/0015_fence.sql")),
     (16, "lanes", include_str!("../migrations/sqlite/0016_lanes.sql")),
+    (17, "journal rows", include_str!("../migrations/sqlite/0017_journal_rows.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -114,6 +115,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (14, "narrower journal", include_str!("../migrations/pg/0014_narrower_journal.sql")),
     (15, "fence", include_str!("../migrations/pg/0015_fence.sql")),
     (16, "lanes", include_str!("../migrations/pg/0016_lanes.sql")),
+    (17, "journal rows", include_str!("../migrations/pg/0017_journal_rows.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.

@@ -161,16 +161,14 @@ macro_rules! offered_work_sql {
 const OFFERED_WORK_PG: &str = offered_work_sql!("unnest($1::text[]) AS l(value)");
 const OFFERED_WORK_SQLITE: &str = offered_work_sql!("json_each($1) AS l");
 
-/// Whether a `report` entry with this detail exists for run `$1` and step
-/// `$2`: sealed entries by `audit_run_sealed (run_id, position)`, pending
-/// ones by `audit_pending` (few: the sealer chains them within moments).
-/// The journal has no index by kind or detail, so a run's sealed entries are
-/// read (a run writes tens of them); on PostgreSQL each day partition's index
-/// is probed once, as nothing bounds the days a run's entries were written on.
-const REPORT_JOURNALED: &str = "SELECT 1 FROM audit \
-     WHERE run_id = $1 AND position IS NOT NULL AND kind = 'report' AND step = $2 AND detail = $3 \
-     UNION ALL SELECT 1 FROM audit \
-     WHERE hash IS NULL AND run_id = $1 AND kind = 'report' AND step = $2 AND detail = $3 LIMIT 1";
+/// The journal rows of run `$1`, sealed ones by `audit_run_sealed (run_id,
+/// position)`, pending ones by `audit_pending` (few: the sealer chains them
+/// within moments), to find a `report` entry among them. The journal has no
+/// index by kind or detail, so a run's rows are read (a run writes a few,
+/// one per decision); on PostgreSQL each day partition's index is probed
+/// once, as nothing bounds the days a run's entries were written on.
+const RUN_ROWS_JOURNALED: &str = "SELECT kind, step, detail, more FROM audit WHERE run_id = $1 AND position IS NOT NULL \
+     UNION ALL SELECT kind, step, detail, more FROM audit WHERE hash IS NULL AND run_id = $1";
 
 impl Store {
     /// Offers up to `limit` due outbox rows of `lanes` to `offered_to` for
@@ -388,8 +386,17 @@ impl Store {
     /// repeated gets the answer the first one got). A pure read.
     pub async fn report_journaled(&self, run_id: &str, step: &str, detail: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        let args: Vec<Arg> = vec![run_id.into(), step.into(), detail.into()];
-        Ok(tx.fetch_optional(REPORT_JOURNALED, args).await?.is_some())
+        let is_it = |kind: &str, s: Option<&str>, d: &str| kind == REPORT && s == Some(step) && d == detail;
+        for row in tx.fetch_all(RUN_ROWS_JOURNALED, vec![run_id.into()]).await? {
+            let (kind, s, d, more): (String, Option<String>, String, Option<String>) =
+                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
+            if is_it(&kind, s.as_deref(), &d)
+                || audit::rows::later(more.as_deref()).iter().any(|(k, s, d, _)| is_it(k, s.as_deref(), d))
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// A handle for this module's writes: on PostgreSQL a pooled connection

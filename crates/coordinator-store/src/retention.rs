@@ -54,9 +54,10 @@ const RECORD_DAY: &str = "INSERT INTO partition_days (tbl, name, lo_ms, hi_ms) V
 const DAYS: &str = "SELECT name, lo_ms, hi_ms FROM partition_days WHERE tbl = $1 ORDER BY lo_ms";
 const FORGET_DAYS: &str = "DELETE FROM partition_days WHERE tbl = $1 AND hi_ms <= $2";
 const ANY_PENDING_BEFORE: &str = "SELECT 1 FROM audit WHERE at < $1 AND hash IS NULL LIMIT 1";
-const LAST_BEFORE: &str = "SELECT position, hash FROM audit WHERE at < $1 AND position IS NOT NULL \
+/// The last sealed row before `$1`; its last entry is where a cut ends (a
+/// row's entries share its instant, so a row is never split by a cut).
+const LAST_BEFORE: &str = "SELECT position, hash, more FROM audit WHERE at < $1 AND position IS NOT NULL \
      ORDER BY position DESC LIMIT 1";
-const COUNT_BEFORE: &str = "SELECT count(*) FROM audit WHERE at < $1";
 const DELETE_CHAINED_UP_TO: &str = "DELETE FROM audit WHERE position <= $1";
 const DELETE_BEFORE: &str = "DELETE FROM audit WHERE at < $1 OR position <= $2";
 const DELETE_RUNS_BEFORE: &str = "DELETE FROM runs WHERE id < $1";
@@ -203,11 +204,18 @@ impl Store {
         if tx.fetch_optional(ANY_PENDING_BEFORE, vec![journal_from.into()]).await?.is_none()
             && let Some(row) = tx.fetch_optional(LAST_BEFORE, vec![journal_from.into()]).await?
         {
-            let last = Head { position: row.get(0)?, hash: row.get(1)? };
-            cut.entries = match &self.pool {
+            let more: Option<String> = row.get(2)?;
+            let last = audit::rows::last_in_row(row.get(0)?, row.get(1)?, more.as_deref());
+            match &self.pool {
                 Pool::Pg(..) => drop_journal_days(&mut tx, journal_from, last.position).await?,
-                Pool::Sqlite(..) => tx.execute(DELETE_BEFORE, vec![journal_from.into(), last.position.into()]).await?,
-            };
+                Pool::Sqlite(..) => {
+                    tx.execute(DELETE_BEFORE, vec![journal_from.into(), last.position.into()]).await?;
+                }
+            }
+            // Positions have no gaps: the cut removed every entry after the
+            // journal's start and up to `last`.
+            let start = checkpoint(&mut tx).await?.map_or(0, |c| c.position);
+            cut.entries = u64::try_from(last.position - start).unwrap_or(0);
             tx.execute(SET_CHECKPOINT, vec![last.position.into(), last.hash.as_str().into(), now.into()]).await?;
             cut.checkpoint = Some(last);
         }
@@ -292,9 +300,9 @@ async fn drop_run_days(tx: &mut Tx, cutoff: i64) -> Result<(Cut, Option<i64>), S
 }
 
 /// PostgreSQL: drops the journal's day partitions ending at or before
-/// `before`, then any entry left chained at or before `last` (a straggler
-/// written with a later instant); how many entries went.
-async fn drop_journal_days(tx: &mut Tx, before: i64, last: i64) -> Result<u64, StoreError> {
+/// `before`, then any row left chained at or before `last` (a straggler
+/// written with a later instant, or one in the DEFAULT partition).
+async fn drop_journal_days(tx: &mut Tx, before: i64, last: i64) -> Result<(), StoreError> {
     let mut names = Vec::new();
     for row in tx.fetch_all(DAYS, vec!["audit".into()]).await? {
         let (name, hi): (String, i64) = (row.get(0)?, row.get(2)?);
@@ -303,20 +311,12 @@ async fn drop_journal_days(tx: &mut Tx, before: i64, last: i64) -> Result<u64, S
         }
         names.push(name);
     }
-    let mut entries = 0;
     if !names.is_empty() {
-        let all = count_before(tx, before).await?;
         tx.fetch_query(made(format!("DROP TABLE {}", names.join(", ")))).await?;
         tx.execute(FORGET_DAYS, vec!["audit".into(), before.into()]).await?;
-        entries = all.saturating_sub(count_before(tx, before).await?);
     }
-    // Entries before `before` outside a dropped day (the DEFAULT partition), and stragglers.
-    Ok(entries + tx.execute(DELETE_CHAINED_UP_TO, vec![last.into()]).await?)
-}
-
-async fn count_before(tx: &mut Tx, before: i64) -> Result<u64, StoreError> {
-    let row = tx.fetch_optional(COUNT_BEFORE, vec![before.into()]).await?;
-    Ok(row.map(|r| r.get::<i64>(0)).transpose()?.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+    tx.execute(DELETE_CHAINED_UP_TO, vec![last.into()]).await?;
+    Ok(())
 }
 
 /// SQLite: deletes the runs before the first day holding a run that has not

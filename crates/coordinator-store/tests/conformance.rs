@@ -55,11 +55,11 @@ mod waits;
 use std::collections::BTreeSet;
 
 use audit_chain::{
-    a_batch_chains_its_entries_as_it_commits, activations_are_journaled_when_they_change,
-    an_edit_before_sealing_is_chained_as_written, an_upgrade_chains_the_entries_written_before,
-    audit_entries_are_chained_in_order_once_sealed, concurrent_sealers_chain_every_entry_once,
-    entries_link_to_the_entry_before_without_storing_its_hash, pending_entries_are_sealed_in_order_once,
-    tampering_in_the_database_is_found_at_its_position,
+    a_batch_chains_its_entries_as_it_commits, a_decisions_entries_share_rows_of_at_most_64,
+    activations_are_journaled_when_they_change, an_edit_before_sealing_is_chained_as_written,
+    an_upgrade_chains_the_entries_written_before, audit_entries_are_chained_in_order_once_sealed,
+    concurrent_sealers_chain_every_entry_once, entries_link_to_the_entry_before_without_storing_its_hash,
+    pending_entries_are_sealed_in_order_once, tampering_in_the_database_is_found_at_its_position,
 };
 use batch::{
     a_batch_applies_each_report_as_a_single_apply_would, a_batch_of_due_timers_ends_every_run,
@@ -176,6 +176,7 @@ conformance!(Current in on_sqlite, on_postgres:
     audit_entries_are_chained_in_order_once_sealed,
     activations_are_journaled_when_they_change,
     tampering_in_the_database_is_found_at_its_position,
+    a_decisions_entries_share_rows_of_at_most_64,
     an_edit_before_sealing_is_chained_as_written,
     entries_link_to_the_entry_before_without_storing_its_hash,
     pending_entries_are_sealed_in_order_once,

@@ -164,21 +164,61 @@ pub(crate) async fn activations_are_journaled_when_they_change(store: &Store) {
     assert!(entries[0].detail.contains("r1") && entries[0].run_id.is_none(), "{:?}", entries[0]);
 }
 
+/// Where each sealed row starts and how many entries it holds, up to
+/// `head` (a row holds a decision's entries for one run, `audit::rows`).
+async fn rows_of(db: &TestDb, head: i64) -> Vec<(i64, i64)> {
+    let mut starts = Vec::new();
+    for p in 1..=head {
+        if raw_count(db, &format!("SELECT count(*) FROM audit WHERE position = {p}")).await == 1 {
+            starts.push(p);
+        }
+    }
+    let ends: Vec<i64> = starts.iter().skip(1).copied().chain([head + 1]).collect();
+    starts.into_iter().zip(ends).map(|(start, end)| (start, end - start)).collect()
+}
+
 pub(crate) async fn tampering_in_the_database_is_found_at_its_position(db: &TestDb) {
     let wf = workflow();
-    for n in 1..=2 {
+    for n in 1..=3 {
         admit(db, &wf, &run_id(n), T0).await;
     }
     ok(db.apply_as(&run_id(1), T0 + 1, "ops", journaling("operator note".into())).await, "note");
     seal(db).await;
     let total = ok(check(db).await.map_err(|e| StoreError::Corrupt(e.to_string())), "intact");
-    assert!(total >= 6, "enough entries to tamper with: {total}");
+    let (entries, head) = journal(db).await;
+    let rows = rows_of(db, head.position).await;
+    assert!(rows.len() >= 4 && rows[1].1 >= 2, "rows to tamper with, the second of several entries: {rows:?}");
     let broken = |position, problem| Err(Tampering { position, problem });
+    let (second, third, last) = (rows[1], rows[2], rows[rows.len() - 1]);
 
-    // An edited detail: that entry's hash no longer matches.
-    raw(db, "UPDATE audit SET detail = detail || 'x' WHERE position = 3").await;
-    assert_eq!(check(db).await, broken(3, Problem::HashMismatch));
-    raw(db, "UPDATE audit SET detail = substr(detail, 1, length(detail) - 1) WHERE position = 3").await;
+    // An edited detail: that entry's hash no longer matches — a row's first
+    // entry (its own columns) or a later one (in `more`).
+    raw(db, &format!("UPDATE audit SET detail = detail || 'x' WHERE position = {}", second.0)).await;
+    assert_eq!(check(db).await, broken(second.0, Problem::HashMismatch));
+    raw(db, &format!("UPDATE audit SET detail = substr(detail, 1, length(detail) - 1) WHERE position = {}", second.0))
+        .await;
+    assert_eq!(check(db).await, Ok(total), "restored");
+    let inner = second.0 + 1;
+    let detail = entries.iter().find(|e| e.position == inner).map(|e| e.detail.clone()).unwrap_or_default();
+    let quoted = serde_json::to_string(&detail).unwrap_or_default();
+    let edited = serde_json::to_string(&format!("{detail}x")).unwrap_or_default();
+    let edit = |from: &str, to: &str| {
+        format!("UPDATE audit SET more = replace(more, '{from}', '{to}') WHERE position = {}", second.0)
+    };
+    raw(db, &edit(&quoted, &edited)).await;
+    assert_eq!(check(db).await, broken(inner, Problem::HashMismatch), "an entry inside a row");
+    raw(db, &edit(&edited, &quoted)).await;
+    assert_eq!(check(db).await, Ok(total), "restored");
+
+    // A row's later entries removed: a gap where they were.
+    raw(db, &format!("CREATE TABLE saved AS SELECT more FROM audit WHERE position = {}", second.0)).await;
+    raw(db, &format!("UPDATE audit SET more = NULL WHERE position = {}", second.0)).await;
+    assert_eq!(check(db).await, broken(inner, Problem::Missing { next: third.0 }));
+    raw(
+        db,
+        &format!("UPDATE audit SET more = (SELECT more FROM saved) WHERE position = {}; DROP TABLE saved", second.0),
+    )
+    .await;
     assert_eq!(check(db).await, Ok(total), "restored");
 
     // A changed actor is an edit too.
@@ -187,26 +227,57 @@ pub(crate) async fn tampering_in_the_database_is_found_at_its_position(db: &Test
     assert_eq!(check(db).await, broken(i64::try_from(operator).unwrap_or(0), Problem::HashMismatch));
     raw(db, "UPDATE audit SET actor = 'ops' WHERE actor = 'someone-else'").await;
 
-    // Two swapped positions: the first of them no longer hashes (each hash covers its position).
-    let swap = "UPDATE audit SET position = -1 WHERE position = 2; \
-                UPDATE audit SET position = 2 WHERE position = 4; \
-                UPDATE audit SET position = 4 WHERE position = -1;";
-    raw(db, swap).await;
-    assert_eq!(check(db).await, broken(2, Problem::HashMismatch));
-    raw(db, swap).await;
+    // Two swapped rows: the first of them no longer hashes (each hash covers its position).
+    let swap = format!(
+        "UPDATE audit SET position = -1 WHERE position = {a}; \
+         UPDATE audit SET position = {a} WHERE position = {b}; \
+         UPDATE audit SET position = {b} WHERE position = -1;",
+        a = second.0,
+        b = third.0
+    );
+    raw(db, &swap).await;
+    assert_eq!(check(db).await, broken(second.0, Problem::HashMismatch));
+    raw(db, &swap).await;
     assert_eq!(check(db).await, Ok(total), "swapped back");
 
-    // A deleted entry: a gap where it was; the deleted last entry: a tail shorter than the head.
-    raw(db, "DELETE FROM audit WHERE position = 5").await;
-    assert_eq!(check(db).await, broken(5, Problem::Missing { next: 6 }));
-    let last = i64::try_from(total).unwrap_or(0);
-    raw(db, "UPDATE audit SET position = 5, prev_hash = 'x' WHERE position = 6").await;
-    assert!(matches!(check(db).await, Err(Tampering { position: 5, .. })), "renumbering does not hide it");
-    raw(db, &format!("DELETE FROM audit WHERE position >= 5 AND position < {last}")).await;
-    raw(db, &format!("UPDATE audit SET position = 5 WHERE position = {last}")).await;
+    // A deleted row: a gap where it was; the deleted last row: a tail shorter than the head.
+    let after_third = third.0 + third.1;
+    raw(db, &format!("DELETE FROM audit WHERE position = {}", third.0)).await;
+    assert_eq!(check(db).await, broken(third.0, Problem::Missing { next: after_third }));
+    raw(db, &format!("UPDATE audit SET position = {}, prev_hash = 'x' WHERE position = {after_third}", third.0)).await;
+    assert!(matches!(check(db).await, Err(Tampering { position, .. }) if position == third.0), "renumbering");
+    raw(db, &format!("DELETE FROM audit WHERE position >= {} AND position < {}", third.0, last.0)).await;
+    raw(db, &format!("UPDATE audit SET position = {} WHERE position = {}", third.0, last.0)).await;
     assert!(check(db).await.is_err());
-    raw(db, "DELETE FROM audit WHERE position = 5").await;
-    assert_eq!(check(db).await, broken(5, Problem::TailMissing { head: last }), "the head remembers the end");
+    raw(db, &format!("DELETE FROM audit WHERE position = {}", third.0)).await;
+    assert_eq!(check(db).await, broken(third.0, Problem::TailMissing { head: head.position }), "the head remembers");
+}
+
+/// A decision's entries for one run are one row, up to 64 (`audit::rows`);
+/// longer ones continue in the next rows. Read back entry by entry, in
+/// pages that start anywhere inside a row, they are the entries written.
+pub(crate) async fn a_decisions_entries_share_rows_of_at_most_64(db: &TestDb) {
+    let id = admit(db, &workflow(), &run_id(1), T0).await;
+    let admission = raw_count(db, "SELECT count(*) FROM audit").await;
+    let lines: Vec<String> = (0..150).map(|n| format!("line {n}")).collect();
+    ok(db.apply_as(&id, T0 + 1, "ops", journaling_all(lines.clone())).await, "150 lines in one transaction");
+    assert_eq!(raw_count(db, "SELECT count(*) FROM audit").await, admission + 3, "rows of 64, 64 and 22");
+    assert_eq!(raw_count(db, "SELECT count(*) FROM audit WHERE hash IS NULL").await, admission + 3, "pending");
+    let written = ok(db.work_of(&id).await, "work").audit;
+    assert_eq!(written.iter().rev().take(150).rev().map(|w| w.2.clone()).collect::<Vec<_>>(), lines);
+    seal(db).await;
+    let (entries, head) = journal(db).await;
+    assert_eq!(entries.len(), written.len());
+    assert_eq!(check(db).await, Ok(u64::try_from(written.len()).unwrap_or(0)));
+    let chained: Vec<_> = entries.iter().map(|e| (e.kind.clone(), e.step.clone(), e.detail.clone())).collect();
+    assert_eq!(chained, written);
+    for (after, limit) in [(0, 70), (5, 64), (63, 2), (64, 65), (head.position - 1, 10)] {
+        let page = ok(db.audit(None, after, limit).await, "a page");
+        let expected: Vec<_> = entries.iter().filter(|e| e.position > after).take(limit as usize).cloned().collect();
+        assert_eq!(page.entries, expected, "after {after}, {limit}");
+        let run = ok(db.audit(Some(&id), after, limit).await, "the run's page");
+        assert_eq!(run.entries, expected, "the run's, after {after}, {limit}");
+    }
 }
 
 /// The window the design accepts: an entry edited while pending is sealed as
@@ -442,13 +513,15 @@ pub(crate) async fn entries_link_to_the_entry_before_without_storing_its_hash(db
         assert_eq!(Some(e.prev_hash.clone()), expected, "entry {}", e.position);
     }
     // A row as an older schema sealed it: its stored `prev_hash` is what is read.
-    raw(db, "UPDATE audit SET prev_hash = 'stored' WHERE position = 2").await;
-    let page = ok(db.audit(None, 1, 1).await, "the older row");
+    let rows = rows_of(db, head.position).await;
+    let (second, third) = (rows[1].0, rows[2]);
+    raw(db, &format!("UPDATE audit SET prev_hash = 'stored' WHERE position = {second}")).await;
+    let page = ok(db.audit(None, second - 1, 1).await, "the older row");
     assert_eq!(page.entries.first().map(|e| e.prev_hash.as_str()), Some("stored"));
     // A deleted predecessor leaves the entry after it unlinked, found as tampering.
-    raw(db, "UPDATE audit SET prev_hash = NULL WHERE position = 2").await;
-    raw(db, "DELETE FROM audit WHERE position = 3").await;
-    let page = ok(db.audit(None, 3, 1).await, "after the gap");
+    raw(db, &format!("UPDATE audit SET prev_hash = NULL WHERE position = {second}")).await;
+    raw(db, &format!("DELETE FROM audit WHERE position = {}", third.0)).await;
+    let page = ok(db.audit(None, third.0 + third.1 - 1, 1).await, "after the gap");
     assert_eq!(page.entries.first().map(|e| e.prev_hash.as_str()), Some(""));
     assert!(check(db).await.is_err());
 }
