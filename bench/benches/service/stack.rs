@@ -302,10 +302,11 @@ pub fn connection_yaml(name: &str, product: &str, sims: &str) -> String {
     )
 }
 
-/// A free loopback port (bound, then released): runtime.yaml wants a real port.
+/// A free loopback port (bound, then released): runtime.yaml wants a real
+/// port (`coordinator_testdb::ports`: below the ephemeral range, which
+/// outgoing connections take their local ports from).
 pub fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
+    Ok(coordinator_testdb::ports::free_port()?)
 }
 
 pub fn read_listen(runtime: &Path) -> anyhow::Result<String> {

@@ -4,9 +4,12 @@
 //! when its guard is dropped — also when a test panics. Nothing is migrated:
 //! callers do what their test needs.
 //!
-//! Only tests and benchmarks depend on this crate.
+//! Only tests and benchmarks depend on this crate. It also hands out free
+//! loopback ports for the processes they start ([`ports`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+pub mod ports;
 
 use sqlx::{Connection, PgConnection};
 

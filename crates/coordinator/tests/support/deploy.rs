@@ -64,37 +64,15 @@ impl ClosedPort {
     }
 }
 
-/// A free loopback port (bound, then released): runtime.yaml wants a real port.
+/// A free loopback port (bound, then released): runtime.yaml wants a real
+/// port (`coordinator_testdb::ports`: below the ephemeral range).
 pub fn free_port() -> u16 {
     free_ports::<1>()[0]
 }
 
-/// Where [`free_ports`] looks: below Linux's ephemeral range (32768–60999),
-/// so that no outgoing connection of this or another test (the coordinator
-/// opens one per product operation) holds the port as its local end when
-/// `serve` binds it — a port the kernel hands out for `:0` may be.
-const PORTS: std::ops::Range<u32> = 20_000..32_000;
-
-/// `N` distinct free loopback ports (all bound at once, then released),
-/// from [`PORTS`], spread by process id and a counter so that concurrent
-/// tests rarely try the same one.
+/// `N` distinct free loopback ports (all bound at once, then released).
 pub fn free_ports<const N: usize>() -> [u16; N] {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let span = PORTS.end - PORTS.start;
-    let seed = std::process::id().wrapping_mul(7_919);
-    let mut listeners: Vec<std::net::TcpListener> = Vec::with_capacity(N);
-    for _ in 0..span {
-        if listeners.len() == N {
-            break;
-        }
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let port = u16::try_from(PORTS.start + seed.wrapping_add(n.wrapping_mul(101)) % span).unwrap_or(0);
-        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-            listeners.push(listener);
-        }
-    }
-    assert_eq!(listeners.len(), N, "no {N} free loopback ports in {PORTS:?}");
-    std::array::from_fn(|i| listeners[i].local_addr().unwrap_or_else(|e| panic!("addr: {e}")).port())
+    coordinator_testdb::ports::free_ports().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The package of a project directory, as `coordinatorctl package` of this
