@@ -48,6 +48,7 @@ mod persist;
 mod remote;
 mod retention;
 mod runs;
+mod schema;
 mod stats;
 mod tidy;
 mod types;
@@ -69,6 +70,7 @@ pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
 pub use hold::Hold;
 pub use persist::{TIMER_WAKE_HORIZON_MS, timer_wakes, wakes_workers};
 pub use retention::{AHEAD_DAYS, Cut, DAY_MS, Prepared, day_of, id_ms, run_id_bound};
+pub use schema::Schema;
 pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{
     Admission, AdmissionGate, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due,

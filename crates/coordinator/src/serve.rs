@@ -34,6 +34,14 @@ pub enum ServeError {
     /// The database's schema is not this version's.
     #[error("the database is not migrated for this version ({0}); run `coordinator migrate --runtime FILE` first")]
     NotMigrated(String),
+    /// A newer version migrated the database: this one would misread it.
+    #[error(
+        "the database was migrated by a newer version of coordinator (migration{} {} unknown to this one); \
+         run that version or a later one, or restore a backup taken before the migration",
+        if .0.len() == 1 { "" } else { "s" },
+        .0.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    SchemaNewer(Vec<i64>),
     /// `telemetry` names an exporter that cannot be built.
     #[error(transparent)]
     Telemetry(#[from] TelemetryError),
@@ -63,7 +71,7 @@ impl ServeError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             ServeError::Deployment(e) => e.is_unavailable(),
-            ServeError::Telemetry(_) | ServeError::PayloadKeysMissing(_) => false,
+            ServeError::Telemetry(_) | ServeError::PayloadKeysMissing(_) | ServeError::SchemaNewer(_) => false,
             ServeError::Database(_) | ServeError::NotMigrated(_) | ServeError::Listen { .. } => true,
             ServeError::Grpc(e) => matches!(e, crate::remote::server::GrpcError::Listen { .. }),
         }
@@ -161,7 +169,15 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     crate::deployment::fetch_jwks(&deployment.access).await?;
     let store =
         Store::connect(deployment.database_url.expose()).await.map_err(|e| ServeError::Database(e.to_string()))?;
-    // A schema from another version (or none) shows up as the first statement failing.
+    // The schema must be this version's: none newer, none missing.
+    let schema = store.schema().await.map_err(|e| ServeError::Database(e.to_string()))?;
+    if !schema.unknown.is_empty() {
+        return Err(ServeError::SchemaNewer(schema.unknown));
+    }
+    if !schema.missing.is_empty() {
+        let missing: Vec<String> = schema.missing.iter().map(|(v, what)| format!("{v} {what}")).collect();
+        return Err(ServeError::NotMigrated(format!("migrations not applied: {}", missing.join(", "))));
+    }
     let hold = store.hold().await.map_err(|e| ServeError::NotMigrated(e.to_string()))?;
     // Every run the service would go on with must open: a key left out of
     // payloadKeys would leave its runs failing one by one.

@@ -132,6 +132,66 @@ fn serve_refuses_a_database_that_is_not_migrated() {
     });
 }
 
+/// The schema must be exactly this version's: a migration a newer version
+/// applied is refused (this one would misread what it wrote), and one not
+/// applied yet is named with the command that applies it.
+#[test]
+fn serve_refuses_a_schema_from_another_version_naming_the_migrations() {
+    on_runtime(async {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let database = dir.path().join("c.db");
+        let url = format!("sqlite://{}?mode=rwc", database.display());
+        let file = DeploymentSpec::new(&url, "http://127.0.0.1:9").write(dir.path());
+        let resolved = || RuntimeConfig::read(&file).and_then(RuntimeConfig::resolve);
+        let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("read: {e}"));
+        serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate: {e}"));
+        let raw = |sql: &'static str| {
+            let url = url.clone();
+            async move {
+                let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+                    .await
+                    .unwrap_or_else(|e| panic!("connect: {e}"));
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+        };
+        raw("INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (9999, 'from the future', 1, x'00', 0)")
+        .await;
+        let deployment = resolved().unwrap_or_else(|e| panic!("resolve: {e}"));
+        match serve::start(deployment).await {
+            Err(e @ ServeError::SchemaNewer(_)) => {
+                let text = e.to_string();
+                assert!(text.contains("migration 9999 unknown") && text.contains("newer version"), "{text}");
+                assert!(!e.is_unavailable(), "not a matter of waiting");
+            }
+            Err(other) => panic!("expected SchemaNewer, got {other}"),
+            Ok(_) => panic!("served a database a newer version migrated"),
+        }
+
+        raw("DELETE FROM _sqlx_migrations WHERE version = 9999").await;
+        let latest: i64 = {
+            let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+                .await
+                .unwrap_or_else(|e| panic!("connect: {e}"));
+            sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("latest: {e}"))
+        };
+        raw("DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)").await;
+        let deployment = resolved().unwrap_or_else(|e| panic!("resolve: {e}"));
+        match serve::start(deployment).await {
+            Err(e @ ServeError::NotMigrated(_)) => {
+                let text = e.to_string();
+                assert!(text.contains(&format!("migrations not applied: {latest} ")), "{text}");
+                assert!(text.contains("coordinator migrate --runtime"), "{text}");
+            }
+            Err(other) => panic!("expected NotMigrated, got {other}"),
+            Ok(_) => panic!("served a database missing a migration"),
+        }
+    });
+}
+
 #[test]
 fn a_runtime_file_with_an_unknown_field_is_refused_with_its_position() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
