@@ -127,9 +127,7 @@ pub(crate) async fn admit(
     let leased = leased_rows(new, decision, &g);
     // The journal's rows (`audit::rows`): the run's lines, at most GROUP_MAX a row.
     let lines: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|l| (Some(new.id.as_str()), l)).collect();
-    let groups = rows::groups(&lines);
-    let firsts: Vec<(Option<&str>, &Line<'_>)> = groups.iter().map(|g| lines[g.start]).collect();
-    let mores = groups.iter().map(|g| rows::more(&lines[g.clone()], None)).collect::<Result<Vec<_>, _>>()?;
+    let (firsts, mores) = rows::pending(&lines)?;
     let mut args = run_args(new, decision);
     args.extend([
         Arg::Texts(g.queue_work.1),

@@ -171,9 +171,7 @@ pub(crate) async fn append_entries(
     if entries.is_empty() {
         return Ok(());
     }
-    let groups = rows::groups(entries);
-    let firsts: Vec<(Option<&str>, &Line<'_>)> = groups.iter().map(|g| entries[g.start]).collect();
-    let mores = groups.iter().map(|g| rows::more(&entries[g.clone()], None)).collect::<Result<Vec<_>, _>>()?;
+    let (firsts, mores) = rows::pending(entries)?;
     match tx.dialect() {
         Dialect::Pg => {
             let mut args = pg_columns(at, actor, &firsts);

@@ -63,6 +63,18 @@ pub(crate) fn more(
     serde_json::to_string(&later).map(Some).map_err(|e| StoreError::Corrupt(format!("audit row: {e}")))
 }
 
+/// The pending rows `entries` make ([`groups`]): each row's first line, and
+/// its `more` (no hashes yet), in the order given.
+pub(crate) type Pending<'e, 'l> = (Vec<(Option<&'e str>, &'e Line<'l>)>, Vec<Option<String>>);
+
+/// [`Pending`] rows of `entries`.
+pub(crate) fn pending<'e, 'l>(entries: &[(Option<&'e str>, &'e Line<'l>)]) -> Result<Pending<'e, 'l>, StoreError> {
+    let groups = groups(entries);
+    let firsts = groups.iter().map(|g| entries[g.start]).collect();
+    let mores = groups.iter().map(|g| more(&entries[g.clone()], None)).collect::<Result<_, _>>()?;
+    Ok((firsts, mores))
+}
+
 /// A row's later entries. `more` that is not what the coordinator writes
 /// (edited in the database) reads as none: the positions it held are then a
 /// gap, which verification reports.
