@@ -40,6 +40,9 @@ pub enum Purpose {
     Output,
     /// A run's whole state snapshot (it carries the input, commands, outputs and values above).
     Snapshot,
+    /// What a run's snapshot changed since its base (a [`Purpose::Snapshot`]
+    /// sealed earlier): the same content, written with every decision.
+    SnapshotDelta,
     /// A stored package (a workflow's definition and function source); its
     /// binding's `run` is the package's revision.
     Package,
@@ -55,6 +58,7 @@ impl Purpose {
             Purpose::Completion => "completion",
             Purpose::Output => "output",
             Purpose::Snapshot => "snapshot",
+            Purpose::SnapshotDelta => "snapshot-delta",
             Purpose::Package => "package",
         }
     }

@@ -30,7 +30,7 @@ use crate::runs::{insert_run_sql, run_args};
 use crate::types::{ClaimedRun, Decision, NewRun, WorkItem, WorkKind};
 
 /// The statement: the key's row (when the run has a key), the run row
-/// (`insert_run_sql!`, `$1`–`$13`) only when the key was taken for it, then its
+/// (`insert_run_sql!`, `$1`–`$13`, its snapshot's base `$30`) only when the key was taken for it, then its
 /// first decision's rows (the outbox rows' lanes are `$25`, whether each is
 /// leased at once `$26`, to `$27` until `$28`; the journal rows' `more` `$29`); `$gate` (a literal, `""` for
 /// none) is a condition both inserts need.
@@ -42,7 +42,7 @@ macro_rules! admit_pg_sql {
             $gate,
             " ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING run_id), \
    r AS (",
-            insert_run_sql!(concat!(" WHERE ($5::text IS NULL OR EXISTS (SELECT 1 FROM k))", $gate)),
+            insert_run_sql!(concat!(" WHERE ($5::text IS NULL OR EXISTS (SELECT 1 FROM k))", $gate), "$30"),
             "), \
    q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims, lane) \
      SELECT r.id, q.step, q.kind, q.attempt, q.not_before, CASE WHEN q.eager THEN $27::text END, \
@@ -128,7 +128,7 @@ pub(crate) async fn admit(
     // The journal's rows (`audit::rows`): the run's lines, at most GROUP_MAX a row.
     let lines: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|l| (Some(new.id.as_str()), l)).collect();
     let (firsts, mores) = rows::pending(&lines)?;
-    let mut args = run_args(new, decision);
+    let (mut args, base) = run_args(new, decision)?;
     args.extend([
         Arg::Texts(g.queue_work.1),
         Arg::Texts(g.queue_work.2),
@@ -146,6 +146,7 @@ pub(crate) async fn admit(
         lease.map(|(owner, _)| owner).into(),
         lease.map(|(_, l)| l.until).into(),
         Arg::MaybeTexts(mores),
+        base,
     ]);
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     match conn.fetch_optional(sql, args).await? {

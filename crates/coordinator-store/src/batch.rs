@@ -29,10 +29,9 @@ use crate::eager::{self, Batched, EagerLease};
 use crate::persist::{Write, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision};
-use crate::{Store, StoreError, claims, runs, wakeups};
+use crate::{Store, StoreError, claims, runs, snapshot_frame, wakeups};
 
-const LOCK_RUNS_PG: &str =
-    "SELECT id, version, snapshot, revision, trace_parent FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+const LOCK_RUNS_PG: &str = "SELECT id, version, snapshot, revision, trace_parent, snapshot_base FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE";
 const LEASED_TIMERS_PG: &str = "SELECT t.run_id FROM timers t \
      JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS c(run_id, timer, due_at) \
      ON t.run_id = c.run_id AND t.timer = c.timer AND t.due_at = c.due_at \
@@ -49,10 +48,11 @@ const LEASED_WORK_PG: &str = "SELECT o.run_id FROM outbox o \
 /// filled them), 1.9 ms per batch of nine runs at 4 000 runs.
 const UPDATE_RUNS_PG: &str = concat!(
     "UPDATE runs AS r SET snapshot = u.snapshot, state = u.state, held = u.held, \
-     updated_at = $6, version = r.version + 1, outcome = u.outcome, attention_step = u.attention_step, ",
+     updated_at = $6, version = r.version + 1, outcome = u.outcome, attention_step = u.attention_step, \
+     snapshot_base = u.snapshot_base, ",
     attention_since_sql!("u.state", "r.", "$6"),
-    " FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bool[], $5::bigint[], $7::text[], $8::text[]) \
-     AS u(id, snapshot, state, held, version, outcome, attention_step) \
+    " FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bool[], $5::bigint[], $7::text[], $8::text[], \
+     $9::bytea[]) AS u(id, snapshot, state, held, version, outcome, attention_step, snapshot_base) \
      WHERE r.id = ANY($1) AND r.id = u.id AND r.version = u.version"
 );
 const FINISH_WORK_PG: &str = "DELETE FROM outbox o USING unnest($1::text[], $2::text[], $3::text[]) AS d(run_id, step, kind) \
@@ -242,7 +242,7 @@ where
     let ids: Vec<String> = claims.iter().map(|c| run_of(c).to_owned()).collect();
     let mut locked: HashMap<String, Locked> = HashMap::with_capacity(claims.len());
     for row in tx.fetch_all(LOCK_RUNS_PG, vec![Arg::Texts(ids)]).await? {
-        locked.insert(row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?));
+        locked.insert(row.get(0)?, (row.get(1)?, snapshot_frame::read(&row, 2, 5)?, row.get(3)?, row.get(4)?));
     }
     let leased = leased_pg(tx, claims, owner).await?;
     let mut outcome: Vec<Result<i64, StoreError>> = Vec::with_capacity(claims.len());
@@ -281,10 +281,12 @@ where
     }
     let n = decided.len();
     let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::new(), Vec::new());
-    let mut listed = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut listed = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     for (run, version, d) in &decided {
+        let (head, base) = snapshot_frame::columns(&d.snapshot)?;
         columns.0.push((*run).to_owned());
-        columns.1.push(d.snapshot.clone());
+        columns.1.push(head);
+        listed.2.push(base);
         columns.2.push(d.state.as_str().to_owned());
         columns.3.push(d.held);
         columns.4.push(*version);
@@ -300,6 +302,7 @@ where
         at.into(),
         Arg::MaybeTexts(listed.0),
         Arg::MaybeTexts(listed.1),
+        Arg::MaybeBlobs(listed.2),
     ];
     let updated = tx.execute(UPDATE_RUNS_PG, args).await?;
     if updated != u64::try_from(n).unwrap_or(u64::MAX) {

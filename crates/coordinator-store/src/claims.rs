@@ -22,7 +22,7 @@
 use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
 use crate::persist::{parse_timer, timer_key};
 use crate::types::{Claim, ClaimLimits, ClaimedRun, Due, RunWork, TimerItem, WorkItem, WorkKind};
-use crate::{Store, StoreError, wakeups};
+use crate::{Store, StoreError, snapshot_frame, wakeups};
 
 /// A claim of outbox rows: `$1` owner, `$2` lease end, `$3` now, `$5` 1 for
 /// receipts only; `$rows` says which rows, `$order` and `$limit` how many
@@ -191,7 +191,8 @@ const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
     // the partitioned table is planned over every partition.
     ", (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id) AS revision, \
      (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id) AS snapshot, \
-     (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id) AS trace_parent"
+     (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id) AS trace_parent, \
+     (SELECT r.snapshot_base FROM runs r WHERE r.id = outbox.run_id) AS snapshot_base"
 );
 const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!(
     "$4",
@@ -206,7 +207,7 @@ const NEXT_DUE: &str = next_due_sql!("$1", "", "", "");
 /// part reads the snapshot before the claims, so the rows claimed now are left
 /// out of the next due instant, and their new lease counts instead. Rows:
 /// `work` (run, step, kind, attempt, not_before, claims, revision, snapshot,
-/// trace_parent), `timer` (run, timer, due_at in the not_before column,
+/// trace_parent, snapshot_base), `timer` (run, timer, due_at in the not_before column,
 /// revision, trace_parent), and one `next` (the instant in the not_before column).
 const CLAIM_DUE_PG: &str = concat!(
     "WITH ",
@@ -214,8 +215,8 @@ const CLAIM_DUE_PG: &str = concat!(
     ", claimed_timers AS (",
     claim_timers_sql!(pick_pg!("t"), "))", "$6", " FOR UPDATE OF t SKIP LOCKED", ""),
     ") SELECT 'work', c.run_id, c.step, c.kind, c.attempt, c.not_before, c.claims, r.revision, r.snapshot, \
-     r.trace_parent FROM claimed_work c LEFT JOIN runs r ON r.id = c.run_id \
-     UNION ALL SELECT 'timer', c.run_id, c.timer, NULL, NULL, c.due_at, NULL, r.revision, NULL, r.trace_parent \
+     r.trace_parent, r.snapshot_base FROM claimed_work c LEFT JOIN runs r ON r.id = c.run_id \
+     UNION ALL SELECT 'timer', c.run_id, c.timer, NULL, NULL, c.due_at, NULL, r.revision, NULL, r.trace_parent, NULL \
      FROM claimed_timers c LEFT JOIN runs r ON r.id = c.run_id \
      UNION ALL SELECT 'next', NULL, NULL, NULL, NULL, (",
     next_due_sql!(
@@ -224,7 +225,7 @@ const CLAIM_DUE_PG: &str = concat!(
         " AND NOT EXISTS (SELECT 1 FROM claimed_timers c WHERE c.run_id = t.run_id AND c.timer = t.timer)",
         " UNION ALL SELECT $2 + 1 WHERE EXISTS (SELECT 1 FROM claimed_work) OR EXISTS (SELECT 1 FROM claimed_timers)"
     ),
-    "), NULL, NULL, NULL, NULL"
+    "), NULL, NULL, NULL, NULL, NULL"
 );
 /// The claim's plan on PostgreSQL, for its transaction only: read the queue
 /// indexes in claim order and stop at the limit. The queue tables change
@@ -460,7 +461,7 @@ async fn claim_timer_rows(
 }
 
 /// A claimed outbox row whose columns start at `at`: run, step, kind,
-/// attempt, not_before, claims, revision, snapshot, trace_parent.
+/// attempt, not_before, claims, revision, snapshot, trace_parent, snapshot_base.
 pub(crate) fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRun), StoreError> {
     let kind: String = row.get(at + 2)?;
     let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
@@ -474,8 +475,8 @@ pub(crate) fn work_row(row: &Row, at: usize) -> Result<(i64, WorkItem, ClaimedRu
         claims,
     };
     let due_at: i64 = row.get(at + 4)?;
-    let run =
-        ClaimedRun { revision: row.get(at + 6)?, snapshot: row.get(at + 7)?, trace_parent: row.get(at + 8)?, due_at };
+    let snapshot = snapshot_frame::read(row, at + 7, at + 9)?;
+    let run = ClaimedRun { revision: row.get(at + 6)?, snapshot, trace_parent: row.get(at + 8)?, due_at };
     Ok((due_at, item, run))
 }
 

@@ -215,6 +215,7 @@ pub(crate) enum Arg {
     MaybeInt(Option<i64>),
     Flag(bool),
     Bytes(Vec<u8>),
+    MaybeBytes(Option<Vec<u8>>),
     /// A PostgreSQL `text[]` (set-based statements over `unnest`; SQLite has no arrays).
     Texts(Vec<String>),
     /// A PostgreSQL `text[]` with NULLs.
@@ -225,6 +226,8 @@ pub(crate) enum Arg {
     Flags(Vec<bool>),
     /// A PostgreSQL `bytea[]`.
     Blobs(Vec<Vec<u8>>),
+    /// A PostgreSQL `bytea[]` with NULLs.
+    MaybeBlobs(Vec<Option<Vec<u8>>>),
 }
 
 impl From<&str> for Arg {
@@ -255,6 +258,11 @@ impl From<Option<i64>> for Arg {
 impl From<bool> for Arg {
     fn from(v: bool) -> Arg {
         Arg::Flag(v)
+    }
+}
+impl From<Option<Vec<u8>>> for Arg {
+    fn from(v: Option<Vec<u8>>) -> Arg {
+        Arg::MaybeBytes(v)
     }
 }
 impl From<&[u8]> for Arg {
@@ -325,7 +333,8 @@ fn bind_sqlite(sql: &str, args: Vec<Arg>) -> Result<SqliteQuery<'_>, StoreError>
             Arg::MaybeInt(v) => q.bind(v),
             Arg::Flag(v) => q.bind(v),
             Arg::Bytes(v) => q.bind(v),
-            Arg::Texts(_) | Arg::MaybeTexts(_) | Arg::Ints(_) | Arg::Flags(_) | Arg::Blobs(_) => {
+            Arg::MaybeBytes(v) => q.bind(v),
+            Arg::Texts(_) | Arg::MaybeTexts(_) | Arg::Ints(_) | Arg::Flags(_) | Arg::Blobs(_) | Arg::MaybeBlobs(_) => {
                 return Err(StoreError::Database(format!("an array bound to a SQLite statement: {sql}")));
             }
         };
@@ -344,11 +353,13 @@ fn bind_pg(sql: &str, args: Vec<Arg>) -> PgQuery<'_> {
             Arg::MaybeInt(v) => q.bind(v),
             Arg::Flag(v) => q.bind(v),
             Arg::Bytes(v) => q.bind(v),
+            Arg::MaybeBytes(v) => q.bind(v),
             Arg::Texts(v) => q.bind(v),
             Arg::MaybeTexts(v) => q.bind(v),
             Arg::Ints(v) => q.bind(v),
             Arg::Flags(v) => q.bind(v),
             Arg::Blobs(v) => q.bind(v),
+            Arg::MaybeBlobs(v) => q.bind(v),
         };
     }
     q

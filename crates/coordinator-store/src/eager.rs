@@ -75,7 +75,8 @@ const LEASE_QUEUED_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_unt
      RETURNING run_id, step, kind, attempt, not_before, claims, \
      (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), \
      (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id), \
-     (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id)";
+     (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id), \
+     (SELECT r.snapshot_base FROM runs r WHERE r.id = outbox.run_id)";
 
 /// SQLite: leases what the decisions of `runs` left due, at most
 /// `lease.rows`, in one statement after the batch's writes (see the module doc).

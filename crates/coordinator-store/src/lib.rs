@@ -17,7 +17,8 @@
 //! hash-chained journal: pending entries written with their decision, sealed
 //! into the chain after commit, read), `runs` (admission, apply, reading one
 //! run), `listing` (pages of runs: oldest first, newest first with filters),
-//! `inbox` (the attention inbox), `at_once` (PostgreSQL's one-statement
+//! `inbox` (the attention inbox), `snapshot_frame` (a run's snapshot in
+//! two columns: a base written rarely and a head written with every decision), `at_once` (PostgreSQL's one-statement
 //! admission), `batch` (group commit of fenced reports), `events` (trigger
 //! events admitted, by id), `claims` (leases on outbox and timer rows),
 //! `remote` (remote workers' lanes, offers, leases and reports),
@@ -49,6 +50,7 @@ mod remote;
 mod retention;
 mod runs;
 mod schema;
+pub mod snapshot_frame;
 mod stats;
 mod tidy;
 mod types;
@@ -99,6 +101,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (15, "fence", include_str!("../migrations/sqlite/0015_fence.sql")),
     (16, "lanes", include_str!("../migrations/sqlite/0016_lanes.sql")),
     (17, "journal rows", include_str!("../migrations/sqlite/0017_journal_rows.sql")),
+    (18, "snapshot base", include_str!("../migrations/sqlite/0018_snapshot_base.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -118,6 +121,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (15, "fence", include_str!("../migrations/pg/0015_fence.sql")),
     (16, "lanes", include_str!("../migrations/pg/0016_lanes.sql")),
     (17, "journal rows", include_str!("../migrations/pg/0017_journal_rows.sql")),
+    (18, "snapshot base", include_str!("../migrations/pg/0018_snapshot_base.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.

@@ -36,7 +36,7 @@ use crate::{Store, StoreError};
 macro_rules! run_columns {
     () => {
         "id, workflow, revision, owner, idempotency_key, input_digest, state, held, admitted_at, updated_at, \
-         version, snapshot, trace_parent, outcome, attention_step, attention_since"
+         version, snapshot, trace_parent, outcome, attention_step, attention_since, snapshot_base"
     };
 }
 pub(crate) use run_columns;
@@ -213,7 +213,7 @@ pub(crate) fn run_row(row: &Row) -> Result<RunRow, StoreError> {
         admitted_at: row.get(8)?,
         updated_at: row.get(9)?,
         version: row.get(10)?,
-        snapshot: row.get(11)?,
+        snapshot: crate::snapshot_frame::read(row, 11, 16)?,
         trace_parent: row.get(12)?,
         outcome: row.get(13)?,
         attention_step: row.get(14)?,

@@ -50,7 +50,8 @@ macro_rules! offered_columns {
         "RETURNING run_id, step, kind, attempt, not_before, claims, \
          (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id) AS revision, \
          (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id) AS snapshot, \
-         (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id) AS trace_parent"
+         (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id) AS trace_parent, \
+         (SELECT r.snapshot_base FROM runs r WHERE r.id = outbox.run_id) AS snapshot_base"
     };
 }
 

@@ -23,7 +23,7 @@ use crate::types::{
     Admission, AdmissionGate, Claim, ClaimedRun, Decision, Guarded, KeyedRun, NewRun, RunMeta, RunRow, TriggerEvent,
     WorkItem,
 };
-use crate::{Store, StoreError, claims, events};
+use crate::{Store, StoreError, claims, events, snapshot_frame};
 
 /// How often an admission re-reads after losing an insert race before giving up.
 const ADMISSION_ROUNDS: usize = 3;
@@ -48,18 +48,21 @@ const FIND_KEY: &str = "SELECT r.id, r.revision, r.input_digest FROM admission_k
 const INSERT_KEY: &str = "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING run_id";
 /// The columns a new run's row is inserted with, and their values: `run_args`
-/// are `$1`–`$13`; a run admitted in attention entered it at admission.
+/// are `$1`–`$13` and the snapshot's base `$base` (each statement places it);
+/// a run admitted in attention entered it at admission.
 /// `$where` (a literal, `""` for none) decides whether the row is inserted at
 /// all (`at_once`: only with its key taken and its gate open). The key is not
 /// checked here: `admission_keys` holds it (`INSERT_KEY`).
 /// `'attention'` is `RunState::Attention.as_str()` (a test below keeps them equal).
 macro_rules! insert_run_sql {
-    ($where:expr) => {
+    ($where:expr, $base:literal) => {
         concat!(
             "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-             admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
+             admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since, \
+             snapshot_base) \
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, \
-             CASE WHEN $7 = 'attention' THEN $9 END",
+             CASE WHEN $7 = 'attention' THEN $9 END, ",
+            $base,
             $where,
             " RETURNING id"
         )
@@ -90,12 +93,12 @@ macro_rules! attention_since_sql {
 }
 pub(crate) use attention_since_sql;
 
-const INSERT_RUN: &str = insert_run_sql!("");
-const LOCK_RUN_SQLITE: &str = "SELECT version, snapshot FROM runs WHERE id = $1";
-const LOCK_RUN_PG: &str = "SELECT version, snapshot FROM runs WHERE id = $1 FOR UPDATE";
+const INSERT_RUN: &str = insert_run_sql!("", "$14");
+const LOCK_RUN_SQLITE: &str = "SELECT version, snapshot, snapshot_base FROM runs WHERE id = $1";
+const LOCK_RUN_PG: &str = "SELECT version, snapshot, snapshot_base FROM runs WHERE id = $1 FOR UPDATE";
 const UPDATE_RUN: &str = concat!(
     "UPDATE runs SET snapshot = $1, state = $2, held = $3, updated_at = $4, version = version + 1, \
-     outcome = $7, attention_step = $8, ",
+     outcome = $7, attention_step = $8, snapshot_base = $9, ",
     attention_since_sql!("$2", "", "$4"),
     " WHERE id = $5 AND version = $6"
 );
@@ -333,7 +336,9 @@ impl Store {
             if !take_key(&mut tx, new).await? {
                 continue;
             }
-            if tx.fetch_optional(INSERT_RUN, run_args(new, decision)).await?.is_none() {
+            let (mut args, base) = run_args(new, decision)?;
+            args.push(base);
+            if tx.fetch_optional(INSERT_RUN, args).await?.is_none() {
                 return Err(StoreError::Corrupt(format!("run {} was not inserted", new.id)));
             }
             // Not recorded: a concurrent delivery of the same event committed first
@@ -511,15 +516,16 @@ where
     let Some(row) = tx.fetch_optional(lock, vec![run_id.into()]).await? else {
         return Err(StoreError::NotFound { what: format!("run {run_id}") });
     };
-    let (version, snapshot): (i64, Vec<u8>) = (row.get(0)?, row.get(1)?);
+    let (version, snapshot): (i64, Vec<u8>) = (row.get(0)?, snapshot_frame::read(&row, 1, 2)?);
     if let Some((claim, owner)) = fence {
         claims::check_lease(tx, claim, owner).await?;
     }
     let decision = decide(&snapshot).map_err(|e| StoreError::Rejected(e.into()))?;
     let journal = persist(tx, run_id, at, &decision.actions, &decision.lanes).await?;
     let expected = expected.unwrap_or(version);
+    let (head, base) = snapshot_frame::columns(&decision.snapshot)?;
     let args: Vec<Arg> = vec![
-        decision.snapshot.as_slice().into(),
+        Arg::Bytes(head),
         decision.state.as_str().into(),
         decision.held.into(),
         at.into(),
@@ -527,6 +533,7 @@ where
         expected.into(),
         decision.outcome.as_deref().into(),
         decision.attention_step.as_deref().into(),
+        base.into(),
     ];
     if tx.execute(UPDATE_RUN, args).await? == 0 {
         // The caller drops the transaction: the actions persisted above are rolled back.
@@ -551,9 +558,11 @@ where
     decision.as_ref().ok_or_else(|| StoreError::Rejected("the first decision failed".into()))
 }
 
-/// The new run row's values, `$1`–`$13` of every statement that inserts one (`insert_run_sql!`).
-pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
-    vec![
+/// The new run row's values, `$1`–`$13` of every statement that inserts one
+/// (`insert_run_sql!`), and its snapshot's base, which each statement places.
+pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Result<(Vec<Arg>, Arg), StoreError> {
+    let (head, base) = snapshot_frame::columns(&decision.snapshot)?;
+    let args = vec![
         new.id.as_str().into(),
         new.workflow.as_str().into(),
         new.revision.as_str().into(),
@@ -563,11 +572,12 @@ pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Vec<Arg> {
         decision.state.as_str().into(),
         decision.held.into(),
         new.admitted_at.into(),
-        decision.snapshot.as_slice().into(),
+        Arg::Bytes(head),
         new.trace_parent.as_deref().into(),
         decision.outcome.as_deref().into(),
         decision.attention_step.as_deref().into(),
-    ]
+    ];
+    Ok((args, base.into()))
 }
 
 /// Takes `new`'s idempotency key (if it has one) for it; `false`: another

@@ -146,18 +146,30 @@ impl Store {
     }
 }
 
+/// The sealed parts of the snapshots of runs not finished (the partial index
+/// `runs_state_listing` on PostgreSQL): every head and every base
+/// (`snapshot_frame`), as `s`. An empty head (nothing since the base) names no key.
+macro_rules! sealed_parts {
+    () => {
+        "(SELECT snapshot AS s FROM runs WHERE state <> 'finished' \
+         UNION ALL SELECT snapshot_base FROM runs WHERE state <> 'finished' AND snapshot_base IS NOT NULL) AS v \
+         WHERE length(s) > 2"
+    };
+}
+
 /// The key ids that the sealed snapshots of runs not finished name, read from
 /// the header `coordinator_seal` writes (a version byte, the key id's length
-/// in one byte, the id), only for runs not finished (the partial index
-/// `runs_state_listing` on PostgreSQL).
-const SEALED_KEY_IDS_PG: &str = "SELECT DISTINCT substring(snapshot FROM 3 FOR get_byte(snapshot, 1)) FROM runs \
-     WHERE state <> 'finished' AND length(snapshot) > 2";
+/// in one byte, the id).
+const SEALED_KEY_IDS_PG: &str =
+    concat!("SELECT DISTINCT substring(s FROM 3 FOR get_byte(s, 1)) FROM ", sealed_parts!());
 /// [`SEALED_KEY_IDS_PG`] for SQLite, which has no `get_byte`: the length byte
 /// read from its two hex digits.
-const SEALED_KEY_IDS_SQLITE: &str = "SELECT DISTINCT substr(snapshot, 3, \
-     (instr('0123456789ABCDEF', substr(hex(substr(snapshot, 2, 1)), 1, 1)) - 1) * 16 \
-     + instr('0123456789ABCDEF', substr(hex(substr(snapshot, 2, 1)), 2, 1)) - 1) FROM runs \
-     WHERE state <> 'finished' AND length(snapshot) > 2";
+const SEALED_KEY_IDS_SQLITE: &str = concat!(
+    "SELECT DISTINCT substr(s, 3, \
+     (instr('0123456789ABCDEF', substr(hex(substr(s, 2, 1)), 1, 1)) - 1) * 16 \
+     + instr('0123456789ABCDEF', substr(hex(substr(s, 2, 1)), 2, 1)) - 1) FROM ",
+    sealed_parts!()
+);
 
 impl Store {
     /// The payload key ids named by the sealed snapshots of the runs not

@@ -67,7 +67,8 @@ use batch::{
     claims_carry_the_run_as_they_read_it,
 };
 use columns::{
-    admissions_write_the_listing_columns, an_upgrade_dates_runs_already_in_attention, listing_columns_follow_the_run,
+    a_snapshot_is_kept_as_its_base_and_head, admissions_write_the_listing_columns,
+    an_upgrade_dates_runs_already_in_attention, listing_columns_follow_the_run,
 };
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
@@ -226,6 +227,7 @@ conformance!(Current in observability_on_sqlite, observability_on_postgres:
     ping_fails_once_the_database_is_gone,
     connections_the_server_dropped_are_replaced,
     sealed_key_ids_name_the_keys_of_runs_not_finished,
+    a_snapshot_is_kept_as_its_base_and_head,
     queue_heads_are_the_oldest_claimable_due_rows,
     runs_in_attention_are_counted_by_workflow_and_reason,
 );

@@ -2,10 +2,11 @@
 //! store's one transaction — lock the run, open its sealed snapshot, `decide`,
 //! apply the actions to the snapshot, seal it again, persist, commit (SPEC §5).
 //!
-//! The snapshot is the JSON of `machine::run::Run`, sealed whole under
-//! `Purpose::Snapshot` and bound to its run id: it carries the input, every
-//! prepared command, product output and completion value, so nothing protected
-//! reaches the database in clear. Compiled workflows are cached per revision
+//! The snapshot is the JSON of `machine::run::Run`, sealed under
+//! `Purpose::Snapshot` (a base) and `Purpose::SnapshotDelta` (a head, what
+//! changed since the base; `sealed_run`), both bound to its run id: it carries
+//! the input, every prepared command, product output and completion value, so
+//! nothing protected reaches the database in clear. Compiled workflows are cached per revision
 //! (immutable; bounded, `definitions`). After every commit that may have queued work the worker is woken
 //! (`Engine::wake`); the worker itself lives in `worker`.
 //!
@@ -31,7 +32,7 @@ use coordinator_core::model::run::RunState;
 use coordinator_core::package;
 use coordinator_functions::Limits;
 use coordinator_products::{Connection, ProductClient, Traceparent};
-use coordinator_seal::{Binding, Keyring, Purpose};
+use coordinator_seal::Keyring;
 use coordinator_store::{Admission, AdmissionGate, Claim, Decision, Guarded, NewRun, RunRow, Store, TriggerEvent};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -43,6 +44,7 @@ use crate::drain::Drain;
 use crate::error::EngineError;
 use crate::inspection::{self, Inspection};
 use crate::metrics::Metrics;
+use crate::sealed_run::{self, Base};
 use crate::telemetry::traces::Traces;
 
 /// The result of an admission.
@@ -461,7 +463,7 @@ impl Engine {
             let run = Run::new(&new.id, &active, Instant(now), input);
             let t = decide(&wf, &run, &Event::Admitted, Instant(now), &self.settings);
             told = Some(Told::of(&Event::Admitted, &t.actions, now, Instant(now)));
-            let decision = self.conclude(&wf, run, &t)?;
+            let decision = self.conclude(&wf, run, None, &t)?;
             first_state = Some(decision.state);
             Ok(decision)
         };
@@ -654,14 +656,22 @@ impl Engine {
         event: &Event,
         now: i64,
     ) -> Result<(Decision, Instant), EngineError> {
-        let run = self.open_owned(run_id, snapshot)?;
+        let (run, base) = self.open_owned(run_id, snapshot)?;
         let admitted_at = run.admitted_at;
         let t = decide(wf, &run, event, Instant(now), &self.settings);
-        Ok((self.conclude(wf, run, &t)?, admitted_at))
+        Ok((self.conclude(wf, run, base, &t)?, admitted_at))
     }
 
-    /// Applies an applied transition to the run and seals the result; any other outcome writes nothing.
-    fn conclude(&self, wf: &Workflow, mut run: Run, t: &Transition) -> Result<Decision, EngineError> {
+    /// Applies an applied transition to the run and seals the result
+    /// (against `base`, the run's sealed base, while it serves); any other
+    /// outcome writes nothing.
+    fn conclude(
+        &self,
+        wf: &Workflow,
+        mut run: Run,
+        base: Option<Arc<Base>>,
+        t: &Transition,
+    ) -> Result<Decision, EngineError> {
         match &t.outcome {
             Outcome::Applied => {}
             Outcome::Ignored { reason } => return Err(EngineError::Ignored(reason.clone())),
@@ -670,7 +680,7 @@ impl Engine {
         for action in &t.actions {
             run.apply(action);
         }
-        let snapshot = self.seal(&run)?;
+        let (snapshot, base) = sealed_run::seal(&self.keyring, &run, base)?;
         let attention_step = match &run.attention {
             Some(coordinator_core::machine::run::Attention::UnknownEffect { step }) => Some(step.clone()),
             Some(coordinator_core::machine::run::Attention::RestoreHold) | None => None,
@@ -684,14 +694,8 @@ impl Engine {
             attention_step,
             lanes: crate::remote::lanes(&self.remote, wf, &t.actions),
         };
-        self.opened.sealed(Arc::new(run), decision.snapshot.clone());
+        self.opened.sealed(Arc::new(run), decision.snapshot.clone(), Some(base));
         Ok(decision)
-    }
-
-    /// Seals a run snapshot.
-    fn seal(&self, run: &Run) -> Result<Vec<u8>, EngineError> {
-        let json = serde_json::to_vec(run).map_err(|e| EngineError::Corrupt(format!("snapshot: {e}")))?;
-        Ok(self.keyring.seal(snapshot_binding(&run.id), &crate::snapshot::encode(&json, &run.id))?)
     }
 
     /// Opens a sealed run snapshot.
@@ -700,32 +704,18 @@ impl Engine {
         if let Some(run) = self.opened.get(run_id, sealed) {
             return Ok(run);
         }
-        let run = Arc::new(self.decode_snapshot(run_id, sealed)?);
-        self.opened.sealed(Arc::clone(&run), sealed.to_vec());
+        let (run, base) = sealed_run::open(&self.keyring, run_id, sealed)?;
+        let run = Arc::new(run);
+        self.opened.sealed(Arc::clone(&run), sealed.to_vec(), base);
         Ok(run)
     }
 
     /// [`Engine::open`], to decide on: taken out of the cache (the decision's seal puts the next one back).
-    fn open_owned(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
+    fn open_owned(&self, run_id: &str, sealed: &[u8]) -> Result<(Run, Option<Arc<Base>>), EngineError> {
         match self.opened.take(run_id, sealed) {
-            Some(run) => Ok(run),
-            None => self.decode_snapshot(run_id, sealed),
+            Some(opened) => Ok(opened),
+            None => sealed_run::open(&self.keyring, run_id, sealed),
         }
-    }
-
-    /// Decrypts, decompresses and parses a sealed run snapshot.
-    fn decode_snapshot(&self, run_id: &str, sealed: &[u8]) -> Result<Run, EngineError> {
-        let json = crate::snapshot::decode(self.keyring.open(snapshot_binding(run_id), sealed)?, run_id)
-            .map_err(|e| EngineError::Corrupt(format!("the snapshot of run {run_id}: {e}")))?;
-        // serde's message can quote the snapshot (input, commands): say where, not what.
-        serde_json::from_slice(&json).map_err(|e| {
-            EngineError::Corrupt(format!(
-                "the snapshot of run {run_id} does not decode ({:?} at line {}, column {})",
-                e.classify(),
-                e.line(),
-                e.column()
-            ))
-        })
     }
 
     /// A run as the API shows it.
@@ -775,10 +765,6 @@ fn same_run(existing: &RunRow, new: &NewRun) -> Result<AdmitResult, EngineError>
     } else {
         Err(EngineError::RunIdTaken)
     }
-}
-
-fn snapshot_binding(run_id: &str) -> Binding<'_> {
-    Binding { run: run_id, purpose: Purpose::Snapshot, step: None }
 }
 
 /// `sha256:<hex>` over the input's canonical JSON (RFC 8785), compared on a repeated key.

@@ -56,6 +56,7 @@ pub mod remote;
 pub mod remote_worker;
 pub mod run_id;
 pub(crate) mod running;
+pub(crate) mod sealed_run;
 pub mod sealer;
 pub mod serve;
 pub mod signature;

@@ -5,7 +5,8 @@
 //! coordinator's CPU in the throughput bench (bench/RESULTS.md, eighth
 //! sitting).
 //!
-//! An entry is the sealed bytes and the run they were sealed from. A lookup
+//! An entry is the sealed bytes, the run they were sealed from and its base
+//! (`sealed_run`: what the run's next seal is written against). A lookup
 //! hits only when the bytes read from the database are *equal* to the
 //! entry's: every seal takes a fresh nonce, so equal bytes are the very
 //! snapshot this engine sealed from that run, whatever happened meanwhile (a
@@ -27,6 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use coordinator_core::machine::run::Run;
 use hashlink::LinkedHashMap;
 
+use crate::sealed_run::Base;
+
 /// The weight the cache holds at most (32 MiB: thousands of typical runs in flight).
 pub const CAPACITY_BYTES: u64 = 32 << 20;
 /// How much more than its sealed bytes an opened run is taken to weigh.
@@ -36,11 +39,13 @@ const WEIGHT_FACTOR: u64 = 4;
 struct Entry {
     sealed: Vec<u8>,
     run: Arc<Run>,
+    base: Option<Arc<Base>>,
 }
 
 impl Entry {
     fn weight(&self) -> u64 {
-        u64::try_from(self.sealed.len()).unwrap_or(u64::MAX).saturating_mul(WEIGHT_FACTOR)
+        let base = u64::try_from(self.base.as_ref().map_or(0, |b| b.weight())).unwrap_or(u64::MAX);
+        u64::try_from(self.sealed.len()).unwrap_or(u64::MAX).saturating_mul(WEIGHT_FACTOR).saturating_add(base)
     }
 }
 
@@ -76,8 +81,8 @@ impl Opened {
     }
 
     /// Remembers that `sealed` is `run`'s snapshot (just sealed by this engine).
-    pub(crate) fn sealed(&self, run: Arc<Run>, sealed: Vec<u8>) {
-        let entry = Entry { sealed, run };
+    pub(crate) fn sealed(&self, run: Arc<Run>, sealed: Vec<u8>, base: Option<Arc<Base>>) {
+        let entry = Entry { sealed, run, base };
         let mut inner = self.lock();
         inner.weight = inner.weight.saturating_add(entry.weight());
         if let Some(old) = inner.entries.insert(entry.run.id.clone(), entry) {
@@ -97,14 +102,15 @@ impl Opened {
     }
 
     /// [`Opened::get`], taking the run out (to decide on: the next seal puts one back).
-    pub(crate) fn take(&self, run_id: &str, sealed: &[u8]) -> Option<Run> {
+    pub(crate) fn take(&self, run_id: &str, sealed: &[u8]) -> Option<(Run, Option<Arc<Base>>)> {
         let entry = {
             let mut inner = self.lock();
             let entry = inner.entries.remove(run_id)?;
             inner.weight = inner.weight.saturating_sub(entry.weight());
             entry
         };
-        (entry.sealed == sealed).then(|| Arc::try_unwrap(entry.run).unwrap_or_else(|shared| (*shared).clone()))
+        (entry.sealed == sealed)
+            .then(|| (Arc::try_unwrap(entry.run).unwrap_or_else(|shared| (*shared).clone()), entry.base))
     }
 }
 
@@ -121,11 +127,11 @@ mod tests {
     #[test]
     fn only_the_bytes_sealed_hit() {
         let opened = Opened::new(CAPACITY_BYTES);
-        opened.sealed(run("r1"), b"sealed-1".to_vec());
+        opened.sealed(run("r1"), b"sealed-1".to_vec(), None);
         assert_eq!(opened.get("r1", b"sealed-1").map(|r| r.id.clone()), Some("r1".to_owned()));
         assert!(opened.get("r1", b"sealed-2").is_none(), "other bytes in the row: open them");
         assert!(opened.get("r2", b"sealed-1").is_none(), "another run's id never hits");
-        opened.sealed(run("r1"), b"sealed-2".to_vec());
+        opened.sealed(run("r1"), b"sealed-2".to_vec(), None);
         assert!(opened.get("r1", b"sealed-1").is_none(), "a later seal replaces the entry");
         assert!(opened.take("r1", b"sealed-1").is_none(), "taking other bytes misses");
         assert!(opened.get("r1", b"sealed-2").is_none(), "and drops the stale entry");
@@ -134,9 +140,9 @@ mod tests {
     #[test]
     fn a_decision_takes_the_run_and_readers_keep_theirs() {
         let opened = Opened::new(CAPACITY_BYTES);
-        opened.sealed(run("r1"), b"s".to_vec());
+        opened.sealed(run("r1"), b"s".to_vec(), None);
         let reader = opened.get("r1", b"s");
-        assert_eq!(opened.take("r1", b"s").map(|r| r.id), Some("r1".to_owned()));
+        assert_eq!(opened.take("r1", b"s").map(|(r, _)| r.id), Some("r1".to_owned()));
         assert!(opened.take("r1", b"s").is_none(), "taken once");
         assert_eq!(reader.map(|r| r.id.clone()), Some("r1".to_owned()));
     }
@@ -145,10 +151,10 @@ mod tests {
     fn the_least_recently_used_go_first_beyond_the_weight() {
         let opened = Opened::new(3 * 10 * WEIGHT_FACTOR);
         for id in ["a", "b", "c"] {
-            opened.sealed(run(id), vec![0; 10]);
+            opened.sealed(run(id), vec![0; 10], None);
         }
         assert!(opened.get("a", &[0; 10]).is_some(), "a used: b is now the oldest");
-        opened.sealed(run("d"), vec![0; 10]);
+        opened.sealed(run("d"), vec![0; 10], None);
         assert!(opened.get("b", &[0; 10]).is_none());
         for id in ["a", "c", "d"] {
             assert!(opened.get(id, &[0; 10]).is_some(), "{id}");

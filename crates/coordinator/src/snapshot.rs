@@ -27,8 +27,22 @@
 //! - anything else is the JSON itself — snapshots written before compression
 //!   start with `{`, and stay readable.
 //!
+//! - `0x04` (a delta, sealed on its own): the first 16 bytes of the SHA-256
+//!   of the sealed value it was written against ([`digest_of`]), the JSON's
+//!   length (4 bytes, little endian), then one LZ4 block compressed against
+//!   [`dictionary`] of the run's id followed by that value's JSON.
+//!
 //! The length is checked against [`MAX_SNAPSHOT`] before anything is
 //! allocated, so a corrupt value cannot make decoding allocate without limit.
+//!
+//! A delta: the store keeps a run's snapshot as a base, sealed rarely, and a
+//! head sealed with every decision (`crate::sealed_run`). The head is a
+//! delta: the whole snapshot compressed against the base's JSON, so it costs
+//! about what changed since the base. It names what it was written against by
+//! digest, so a head set beside another base (a row edited in the database)
+//! does not decode as the run's snapshot.
+
+use sha2::{Digest, Sha256};
 
 /// The marker of an LZ4 snapshot without a dictionary (a JSON text never starts with it).
 const LZ4: u8 = 0x02;
@@ -71,12 +85,69 @@ fn dictionary(run_id: &str) -> Vec<u8> {
     dictionary
 }
 
+/// The marker of a delta (see the module doc).
+const DELTA: u8 = 0x04;
+/// How many bytes of a digest a delta holds.
+pub const DIGEST: usize = 16;
+
+/// The digest a delta names what it was written against by: the first
+/// [`DIGEST`] bytes of the SHA-256 of that sealed value (its fresh nonce
+/// makes it unique).
+pub fn digest_of(sealed: &[u8]) -> [u8; DIGEST] {
+    let digest = Sha256::digest(sealed);
+    let mut out = [0; DIGEST];
+    out.copy_from_slice(&digest[..DIGEST]);
+    out
+}
+
+/// The dictionary of a delta: [`dictionary`] of the run, then the JSON before it.
+fn delta_dictionary(run_id: &str, before: &[u8]) -> Vec<u8> {
+    let mut dictionary = dictionary(run_id);
+    dictionary.extend_from_slice(before);
+    dictionary
+}
+
+/// The plaintext to seal as the delta of the snapshot JSON `json` of run
+/// `run_id` against a snapshot whose JSON is `before` and whose sealed value
+/// has digest `against`.
+pub fn encode_delta(json: &[u8], run_id: &str, before: &[u8], against: &[u8; DIGEST]) -> Vec<u8> {
+    let block = lz4_flex::block::compress_with_dict(json, &delta_dictionary(run_id, before));
+    let length = u32::try_from(json.len()).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(5 + DIGEST + block.len());
+    out.push(DELTA);
+    out.extend_from_slice(against);
+    out.extend_from_slice(&length.to_le_bytes());
+    out.extend_from_slice(&block);
+    out
+}
+
+/// The snapshot JSON of run `run_id` from an opened delta, which must have
+/// been written against the snapshot whose JSON is `before` and whose sealed
+/// value has digest `against`.
+pub fn decode_delta(
+    plain: &[u8],
+    run_id: &str,
+    before: &[u8],
+    against: &[u8; DIGEST],
+) -> Result<Vec<u8>, SnapshotBytesError> {
+    let rest = plain.strip_prefix(&[DELTA]).ok_or_else(|| SnapshotBytesError::Decompress("not a delta".into()))?;
+    let (named, rest) =
+        rest.split_first_chunk::<DIGEST>().ok_or_else(|| SnapshotBytesError::Decompress("no digest".into()))?;
+    if named != against {
+        return Err(SnapshotBytesError::OtherBase);
+    }
+    decompress(rest, Some(&delta_dictionary(run_id, before)))
+}
+
 /// What [`decode`] refuses.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotBytesError {
     /// The compressed bytes are cut short or do not decompress to their stated length.
     #[error("the compressed snapshot does not decompress ({0})")]
     Decompress(String),
+    /// A delta beside another snapshot than the one it was written against.
+    #[error("the snapshot's head was written against another base")]
+    OtherBase,
     /// The stated length is over the bound.
     #[error("the compressed snapshot claims {0} bytes, more than {MAX_SNAPSHOT}")]
     TooLarge(usize),
@@ -101,14 +172,19 @@ pub fn decode(plain: Vec<u8>, run_id: &str) -> Result<Vec<u8>, SnapshotBytesErro
         Some(&LZ4) => None,
         _ => return Ok(plain),
     };
+    decompress(&plain[1..], dictionary.as_deref())
+}
+
+/// The JSON of a stated length (4 bytes, little endian) and an LZ4 block.
+fn decompress(stated: &[u8], dictionary: Option<&[u8]>) -> Result<Vec<u8>, SnapshotBytesError> {
     let (length, block) =
-        plain[1..].split_at_checked(4).ok_or_else(|| SnapshotBytesError::Decompress("no length".into()))?;
-    let length = u32::from_le_bytes([length[0], length[1], length[2], length[3]]);
+        stated.split_first_chunk::<4>().ok_or_else(|| SnapshotBytesError::Decompress("no length".into()))?;
+    let length = u32::from_le_bytes(*length);
     let length = usize::try_from(length).unwrap_or(usize::MAX);
     if length > MAX_SNAPSHOT {
         return Err(SnapshotBytesError::TooLarge(length));
     }
-    let json = match &dictionary {
+    let json = match dictionary {
         Some(dictionary) => lz4_flex::block::decompress_with_dict(block, length, dictionary),
         None => lz4_flex::block::decompress(block, length),
     }
@@ -121,8 +197,6 @@ pub fn decode(plain: Vec<u8>, run_id: &str) -> Result<Vec<u8>, SnapshotBytesErro
 
 #[cfg(test)]
 mod tests {
-    use sha2::{Digest, Sha256};
-
     use super::*;
 
     const RUN: &str = "01a243cf-1bdd-726e-a96b-d8e6ef9aaf8b";

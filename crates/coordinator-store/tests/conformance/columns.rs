@@ -13,7 +13,9 @@ use coordinator_store::{
     Admission, AttentionGroup, AttentionReason, Decision, NewRun, Store, StoreError, TriggerEvent,
 };
 
-use super::support::{T0, TestDb, admit, deciding, first, new_run, raw, run_id, workflow};
+use coordinator_store::snapshot_frame;
+
+use super::support::{BASE, T0, TestDb, admit, deciding, first, new_run, raw, raw_count, run_id, workflow};
 use super::{accepted_read, ok};
 
 /// What the listing reads of a run: (state, held, outcome, attention_step, attention_since).
@@ -126,4 +128,25 @@ pub(crate) async fn an_upgrade_dates_runs_already_in_attention(db: &TestDb) {
         ok(db.attention_groups(None, None).await, "inbox"),
         vec![group(AttentionReason::RestoreHold, 1, T0 + 5), group(AttentionReason::UnknownEffect, 1, T0 + 7)]
     );
+}
+
+/// A run's snapshot in its two columns (migration 0018, `snapshot_frame`):
+/// the base in `snapshot_base`, the head in `snapshot`, on admission and on
+/// every apply; a row without a base (written before) reads as its head alone.
+pub(crate) async fn a_snapshot_is_kept_as_its_base_and_head(db: &TestDb) {
+    let wf = workflow();
+    let id = admit(db, &wf, &run_id(1), T0).await;
+    let base = BASE.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let base = if db.is_postgres() { format!("'\\x{base}'::bytea") } else { format!("X'{base}'") };
+    let kept =
+        format!("SELECT count(*) FROM runs WHERE id = '{id}' AND snapshot_base = {base} AND length(snapshot) > 0");
+    assert_eq!(raw_count(db, &kept).await, 1, "admitted");
+    decide(db, &wf, &id, accepted_read(), T0 + 1).await;
+    assert_eq!(raw_count(db, &kept).await, 1, "applied");
+    let Some(row) = ok(db.load(&id).await, "load") else { panic!("no run {id}") };
+    let Ok((Some(BASE), head)) = snapshot_frame::split(&row.snapshot) else { panic!("not a frame with the base") };
+    let head = head.to_vec();
+    raw(db, &format!("UPDATE runs SET snapshot_base = NULL WHERE id = '{id}'")).await;
+    let Some(row) = ok(db.load(&id).await, "load") else { panic!("no run {id}") };
+    assert_eq!(row.snapshot, head, "no base: the head alone");
 }

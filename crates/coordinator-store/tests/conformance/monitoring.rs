@@ -238,25 +238,34 @@ pub(crate) async fn runs_in_attention_are_counted_by_workflow_and_reason(store: 
     );
 }
 
-/// The key ids named by the sealed snapshots of runs not finished, read from
-/// the sealed header (a version byte, the id's length, the id), a length
-/// past 127 included; a finished run's key is not among them.
+/// The key ids named by the sealed snapshots of runs not finished, heads
+/// and bases (`snapshot_frame`) alike, read from the sealed header (a version
+/// byte, the id's length, the id), a length past 127 included; a finished
+/// run's keys are not among them, nor is an empty head.
 pub(crate) async fn sealed_key_ids_name_the_keys_of_runs_not_finished(db: &TestDb) {
     let wf = workflow();
     let long = "a".repeat(200);
-    let sealed = |id: &str| {
+    let literal = |id: Option<&str>| {
+        let Some(id) = id else { return if db.is_postgres() { "''::bytea".to_owned() } else { "X''".to_owned() } };
         let mut bytes = vec![1_u8, u8::try_from(id.len()).unwrap_or(0)];
         bytes.extend_from_slice(id.as_bytes());
         bytes.extend_from_slice(&[7_u8; 40]);
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        let hex = bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        if db.is_postgres() { format!("'\\x{hex}'::bytea") } else { format!("X'{hex}'") }
     };
-    for (n, key, state) in
-        [(1, "k1", "running"), (2, long.as_str(), "attention"), (3, "old", "finished"), (4, "k1", "running")]
-    {
+    for (n, head, base, state) in [
+        (1, Some("k1"), Some("k0"), "running"),
+        (2, Some(long.as_str()), None, "attention"),
+        (3, Some("old"), Some("old-base"), "finished"),
+        (4, None, Some("k1"), "running"),
+    ] {
         let id = admit(db, &wf, &run_id(n), T0).await;
-        let literal =
-            if db.is_postgres() { format!("'\\x{}'::bytea", sealed(key)) } else { format!("X'{}'", sealed(key)) };
-        raw(db, &format!("UPDATE runs SET snapshot = {literal}, state = '{state}' WHERE id = '{id}'")).await;
+        let base = if base.is_some() { literal(base) } else { "NULL".to_owned() };
+        let sql = format!(
+            "UPDATE runs SET snapshot = {}, snapshot_base = {base}, state = '{state}' WHERE id = '{id}'",
+            literal(head)
+        );
+        raw(db, &sql).await;
     }
-    assert_eq!(ok(db.sealed_key_ids().await, "key ids"), vec![long, "k1".to_owned()]);
+    assert_eq!(ok(db.sealed_key_ids().await, "key ids"), vec![long, "k0".to_owned(), "k1".to_owned()]);
 }

@@ -15,7 +15,7 @@ use coordinator_core::machine::run::{Attention, Run};
 use coordinator_core::machine::time::Instant;
 use coordinator_core::machine::{Outcome, Settings, Transition, decide};
 use coordinator_functions::Limits;
-use coordinator_store::{Admission, Decision, NewRun, Package, Store, StoreError};
+use coordinator_store::{Admission, Decision, NewRun, Package, Store, StoreError, snapshot_frame};
 use coordinator_testdb::ScratchDb;
 use serde_json::json;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
@@ -191,14 +191,24 @@ pub fn with_actions(run: &Run, actions: Vec<coordinator_core::machine::action::A
     }
 }
 
-/// The snapshot bytes of a run (JSON; the service seals them).
+/// The base every test snapshot is framed with (`snapshot_frame`): the
+/// service's is a sealed snapshot; here it only has to come back.
+pub const BASE: &[u8] = b"\x01the base of every test snapshot";
+
+/// The snapshot bytes of a run: a frame of [`BASE`] and the run's JSON as
+/// the head (the service seals both parts).
 pub fn encode(run: &Run) -> Vec<u8> {
-    serde_json::to_vec(run).unwrap_or_else(|e| panic!("snapshot: {e}"))
+    let json = serde_json::to_vec(run).unwrap_or_else(|e| panic!("snapshot: {e}"));
+    snapshot_frame::join(Some(BASE.to_vec()), json)
 }
 
-/// A run back from its snapshot bytes.
+/// A run back from its snapshot bytes, which must carry [`BASE`]: every
+/// read of a snapshot returns both of its columns.
 pub fn decode(bytes: &[u8]) -> Result<Run, String> {
-    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    match snapshot_frame::split(bytes).map_err(|e| e.to_string())? {
+        (Some(BASE), head) => serde_json::from_slice(head).map_err(|e| e.to_string()),
+        (base, _) => Err(format!("the snapshot came back with base {base:?}, not the one written")),
+    }
 }
 
 /// A new run of reviewed-notice for `owner` with `key`.
