@@ -18,7 +18,8 @@
 //! changed since the base.
 //!
 //! The base is kept while the head's plaintext is at most half of the
-//! base's sealed length and the base is sealed under the active key; a
+//! base's sealed length, the base's JSON is within LZ4's reach
+//! ([`DELTA_WINDOW`]) and the base is sealed under the active key; a
 //! longer head (a run that changed a lot since its base), or a base under a
 //! key rotated out of use, is rebased: the snapshot is sealed whole as the
 //! new base, with an empty head (a run moves to the active key at its next
@@ -38,6 +39,12 @@ use coordinator_store::snapshot_frame;
 
 use crate::error::EngineError;
 use crate::snapshot::{self, DIGEST};
+
+/// The longest base JSON a head is written against: LZ4 refers back at most
+/// 64 KiB, so against a longer base most of the snapshot could not refer to
+/// it and the head would come out about as long as the snapshot sealed whole
+/// (a run with a large input is sealed whole at every decision, as before).
+const DELTA_WINDOW: usize = 64 << 10;
 
 /// A run's base as the engine keeps it beside the run it opened or sealed:
 /// the sealed bytes (written again as they are) and their JSON (what the
@@ -70,7 +77,10 @@ fn binding(run_id: &str, purpose: Purpose) -> Binding<'_> {
 /// the base it holds.
 pub(crate) fn seal(keyring: &Keyring, run: &Run, base: Option<Arc<Base>>) -> Result<(Vec<u8>, Arc<Base>), EngineError> {
     let json = serde_json::to_vec(run).map_err(|e| EngineError::Corrupt(format!("snapshot: {e}")))?;
-    if let Some(base) = base.filter(|b| Keyring::key_of(&b.sealed).is_ok_and(|id| id == keyring.active())) {
+    let serves = |b: &Arc<Base>| {
+        b.json.len() <= DELTA_WINDOW && Keyring::key_of(&b.sealed).is_ok_and(|id| id == keyring.active())
+    };
+    if let Some(base) = base.filter(serves) {
         let delta = snapshot::encode_delta(&json, &run.id, &base.json, &base.digest);
         if delta.len().saturating_mul(2) <= base.sealed.len() {
             let head = keyring.seal(binding(&run.id, Purpose::SnapshotDelta), &delta)?;
@@ -179,6 +189,19 @@ mod tests {
         assert_ne!(rebased.sealed, base.sealed);
         assert!(parts(&frame).1.is_empty(), "a new base needs no head");
         assert_eq!(opened(&keyring, &frame).0.path, run(200).path);
+    }
+
+    #[test]
+    fn a_base_beyond_lz4s_reach_is_not_written_against() {
+        let keyring = keyring();
+        let mut large = run(0);
+        large.input = json!({"text": "x".repeat(DELTA_WINDOW)});
+        let (_, base) = sealed(&keyring, &large, None);
+        large.path.push("step-0".into());
+        let (frame, next) = sealed(&keyring, &large, Some(Arc::clone(&base)));
+        assert_ne!(next.sealed, base.sealed);
+        assert!(parts(&frame).1.is_empty());
+        assert_eq!(opened(&keyring, &frame).0.path, large.path);
     }
 
     #[test]
