@@ -4,14 +4,21 @@
 //! `more`, a JSON array of `[kind, step, detail, hash]` (`hash` null while the
 //! row is pending), at the positions right after the row's. The entries of a
 //! row share its run, instant and actor. A row with `more` NULL holds one
-//! entry, as every row written before the migration does.
+//! entry, as every row written before the migration does. A hash in `more`
+//! is its 32 bytes in unpadded URL-safe base64 (43 characters, not the 64
+//! hex digits the chain and the API use; [`compact`]); one of 64 hex digits
+//! (written before) reads as it is.
 //!
 //! Why: a 3-call run writes about twelve entries in four or five decisions;
 //! a row per entry cost a heap tuple and two index entries each, the largest
 //! share of the journal's WAL (bench/RESULTS.md, twelfth sitting). Readers
 //! explode rows into entries here, so nothing above the store sees rows.
 
+use std::borrow::Cow;
 use std::ops::Range;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use coordinator_core::audit::{Entry, Head};
 
@@ -25,10 +32,28 @@ pub(crate) const GROUP_MAX: usize = 64;
 /// [`GROUP_MAX`] as a position offset.
 pub(crate) const GROUP_SPAN: i64 = GROUP_MAX as i64;
 
-/// One of a row's later entries as written: kind, step, detail, hash.
-type LaterOut<'a> = (&'a str, Option<&'a str>, &'a str, Option<&'a str>);
+/// One of a row's later entries as written: kind, step, detail, hash ([`compact`]).
+type LaterOut<'a> = (&'a str, Option<&'a str>, &'a str, Option<Cow<'a, str>>);
 /// One of a row's later entries as read back.
 type LaterIn = (String, Option<String>, String, Option<String>);
+
+/// A hash as `more` holds it: a hash of 64 lowercase hex digits (what the
+/// chain computes) as its bytes in base64, anything else as it is.
+fn compact(hash: &str) -> Cow<'_, str> {
+    match hex::decode(hash) {
+        Ok(bytes) if bytes.len() == 32 && hex::encode(&bytes) == hash => Cow::Owned(URL_SAFE_NO_PAD.encode(bytes)),
+        _ => Cow::Borrowed(hash),
+    }
+}
+
+/// A hash read from `more`: [`compact`]'s base64 back to hex; anything else
+/// (64 hex digits written before, or an edit) as it is.
+fn expanded(hash: String) -> String {
+    match URL_SAFE_NO_PAD.decode(&hash) {
+        Ok(bytes) if hash.len() == 43 && bytes.len() == 32 => hex::encode(bytes),
+        _ => hash,
+    }
+}
 
 /// The rows `entries` make, as ranges of it: each a run's consecutive
 /// lines, at most [`GROUP_MAX`], in the order given.
@@ -57,7 +82,7 @@ pub(crate) fn more(
         .enumerate()
         .skip(1)
         .map(|(i, (_, l))| {
-            (l.kind, l.step.as_deref(), l.detail.as_ref(), hashes.and_then(|h| h.get(i)).map(String::as_str))
+            (l.kind, l.step.as_deref(), l.detail.as_ref(), hashes.and_then(|h| h.get(i)).map(|h| compact(h)))
         })
         .collect();
     serde_json::to_string(&later).map(Some).map_err(|e| StoreError::Corrupt(format!("audit row: {e}")))
@@ -79,7 +104,8 @@ pub(crate) fn pending<'e, 'l>(entries: &[(Option<&'e str>, &'e Line<'l>)]) -> Re
 /// (edited in the database) reads as none: the positions it held are then a
 /// gap, which verification reports.
 pub(crate) fn later(more: Option<&str>) -> Vec<LaterIn> {
-    more.and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default()
+    let later: Vec<LaterIn> = more.and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
+    later.into_iter().map(|(kind, step, detail, hash)| (kind, step, detail, hash.map(expanded))).collect()
 }
 
 /// `more` with each later entry's hash filled in (sealing a pending row).
@@ -90,7 +116,7 @@ pub(crate) fn sealed_more(later: &[LaterIn], hashes: &[String]) -> Result<Option
     let rows: Vec<LaterOut<'_>> = later
         .iter()
         .zip(hashes)
-        .map(|((kind, step, detail, _), hash)| (kind.as_str(), step.as_deref(), detail.as_str(), Some(hash.as_str())))
+        .map(|((kind, step, detail, _), hash)| (kind.as_str(), step.as_deref(), detail.as_str(), Some(compact(hash))))
         .collect();
     serde_json::to_string(&rows).map(Some).map_err(|e| StoreError::Corrupt(format!("audit row: {e}")))
 }
@@ -199,6 +225,24 @@ mod tests {
         assert_eq!(hash_in_row(7, Some("h0".into()), chained.as_deref(), 6), None);
         assert_eq!(last_in_row(7, Some("h0".into()), chained.as_deref()), Head { position: 9, hash: "h2".into() });
         assert_eq!(last_in_row(7, Some("h0".into()), None), Head { position: 7, hash: "h0".into() });
+    }
+
+    #[test]
+    fn more_holds_a_chained_hash_in_43_characters_and_reads_it_back_in_hex() {
+        let (a, b) = (line("a"), line("b"));
+        let entries = [(Some("r1"), &a), (Some("r1"), &b)];
+        let hash = "0123456789abcdef".repeat(4);
+        let hashes = [hash.clone(), hash.clone()];
+        let chained = more(&entries, Some(&hashes)).ok().flatten().unwrap_or_default();
+        let raw: Vec<LaterIn> = serde_json::from_str(&chained).unwrap_or_default();
+        assert_eq!(raw.first().and_then(|l| l.3.as_ref()).map(String::len), Some(43), "{chained}");
+        assert_eq!(later(Some(&chained)).first().and_then(|l| l.3.clone()), Some(hash.clone()));
+        // Written before (hex), or anything else (an edit): read as it is.
+        let hex = format!(r#"[["note",null,"b","{hash}"]]"#);
+        assert_eq!(later(Some(&hex)).first().and_then(|l| l.3.clone()), Some(hash.clone()));
+        let upper = hash.to_uppercase();
+        assert_eq!(compact(&upper), upper.as_str(), "not the chain's spelling: kept");
+        assert_eq!(expanded("edited".into()), "edited");
     }
 
     #[test]
