@@ -50,16 +50,30 @@ const RUNS: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency
        CASE WHEN i % 50 > 1 THEN 'done' END, NULL, NULL FROM (SERIES) AS s";
 const KEYS: &str = "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
      SELECT 'bench', $6, 'past-' || i, id FROM (SERIES) AS s";
+/// The SQL of 64 hex digits `$hex` as the journal stores a hash: its 32
+/// bytes in unpadded URL-safe base64 (`coordinator_store`'s `audit::rows`).
+macro_rules! b64 {
+    ($hex:literal) => {
+        concat!("rtrim(translate(encode(decode(", $hex, ", 'hex'), 'base64'), '+/', '-_'), '=')")
+    };
+}
+
 /// `$6` entries per run of [`SERIES`] (a multiple of [`ROW_ENTRIES`]), each
 /// sealed at its own position (run number order, then entry order), written
 /// as the service writes them: a row per decision holding [`ROW_ENTRIES`]
-/// entries, the later ones in `more` (`audit::rows`), no `prev_hash`.
-const ENTRIES: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash, more) \
+/// entries, the later ones in `more` (`audit::rows`), no `prev_hash`, each
+/// hash 32 bytes in unpadded URL-safe base64 (`b64!`).
+const ENTRIES: &str = concat!(
+    "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash, more) \
      SELECT s.id, s.at + g, 'decision', 'call-one', 'entered call step', NULL, \
-       (s.i - 1) * $6::bigint + g * $7::bigint + 1, md5(s.id) || md5(g::text), \
-       '[[\"dispatch\",\"call-one\",\"attempt 1 queued\",\"' || md5(s.id) || md5(g::text || 'b') || '\"],' || \
-       '[\"classification\",\"call-one\",\"accepted\",\"' || md5(s.id) || md5(g::text || 'c') || '\"]]' \
-     FROM (SERIES) AS s, generate_series(0, $6::bigint / $7::bigint - 1) AS g";
+       (s.i - 1) * $6::bigint + g * $7::bigint + 1, ",
+    b64!("md5(s.id) || md5(g::text)"),
+    ", '[[\"dispatch\",\"call-one\",\"attempt 1 queued\",\"' || ",
+    b64!("md5(s.id) || md5(g::text || 'b')"),
+    " || '\"],[\"classification\",\"call-one\",\"accepted\",\"' || ",
+    b64!("md5(s.id) || md5(g::text || 'c')"),
+    " || '\"]]' FROM (SERIES) AS s, generate_series(0, $6::bigint / $7::bigint - 1) AS g"
+);
 /// Entries per journal row in the history (a decision's, as a 3-call run writes them).
 const ROW_ENTRIES: i64 = 3;
 /// The head at the last row's last entry (`$1` entries a row).

@@ -277,7 +277,7 @@ async fn chain_pending(tx: &mut Tx, head: &mut Head, limit: u32) -> Result<(Vec<
         }
         count += 1 + u64::try_from(later.len()).unwrap_or(0);
         let more = if more.is_some() && later.is_empty() { more } else { rows::sealed_more(&later, &hashes)? };
-        sealed.push(Sealed { seq, at, position: first.position, hash: first.hash, more });
+        sealed.push(Sealed { seq, at, position: first.position, hash: rows::compact(&first.hash).into_owned(), more });
     }
     Ok((sealed, count))
 }
@@ -361,7 +361,7 @@ pub(crate) async fn append_chained(
         let row_hashes: Vec<String> = chained.into_iter().map(|e| e.hash).collect();
         mores.push(rows::more(lines, Some(&row_hashes))?);
         positions.push(head.position - i64::try_from(lines.len()).unwrap_or(0) + 1);
-        hashes.push(row_hashes.into_iter().next().unwrap_or_default());
+        hashes.push(row_hashes.first().map(|h| rows::compact(h).into_owned()).unwrap_or_default());
         firsts.push(lines[0]);
     }
     match tx.dialect() {

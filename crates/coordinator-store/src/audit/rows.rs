@@ -4,10 +4,10 @@
 //! `more`, a JSON array of `[kind, step, detail, hash]` (`hash` null while the
 //! row is pending), at the positions right after the row's. The entries of a
 //! row share its run, instant and actor. A row with `more` NULL holds one
-//! entry, as every row written before the migration does. A hash in `more`
-//! is its 32 bytes in unpadded URL-safe base64 (43 characters, not the 64
-//! hex digits the chain and the API use; [`compact`]); one of 64 hex digits
-//! (written before) reads as it is.
+//! entry, as every row written before the migration does. A row's hashes
+//! (its `hash` column and those in `more`) are their 32 bytes in unpadded
+//! URL-safe base64 (43 characters, not the 64 hex digits the chain and the
+//! API use; [`compact`]); one of 64 hex digits (written before) reads as it is.
 //!
 //! Why: a 3-call run writes about twelve entries in four or five decisions;
 //! a row per entry cost a heap tuple and two index entries each, the largest
@@ -39,7 +39,7 @@ type LaterIn = (String, Option<String>, String, Option<String>);
 
 /// A hash as `more` holds it: a hash of 64 lowercase hex digits (what the
 /// chain computes) as its bytes in base64, anything else as it is.
-fn compact(hash: &str) -> Cow<'_, str> {
+pub(crate) fn compact(hash: &str) -> Cow<'_, str> {
     match hex::decode(hash) {
         Ok(bytes) if bytes.len() == 32 && hex::encode(&bytes) == hash => Cow::Owned(URL_SAFE_NO_PAD.encode(bytes)),
         _ => Cow::Borrowed(hash),
@@ -137,7 +137,7 @@ pub(crate) fn entries(row: &Row) -> Result<Vec<(Entry, bool)>, StoreError> {
         actor: row.get(5)?,
         detail: row.get(6)?,
         prev_hash: prev_hash.unwrap_or_default(),
-        hash: row.get::<Option<String>>(8)?.unwrap_or_default(),
+        hash: row.get::<Option<String>>(8)?.map(expanded).unwrap_or_default(),
     };
     let more: Option<String> = row.get(9)?;
     let mut all = Vec::with_capacity(1);
@@ -165,7 +165,7 @@ pub(crate) fn entries(row: &Row) -> Result<Vec<(Entry, bool)>, StoreError> {
 /// own `hash` and `more`); `None` when the row does not reach it.
 pub(crate) fn hash_in_row(first: i64, hash: Option<String>, more: Option<&str>, position: i64) -> Option<String> {
     match usize::try_from(position.checked_sub(first)?).ok()? {
-        0 => hash,
+        0 => hash.map(expanded),
         k => later(more).into_iter().nth(k - 1).and_then(|(.., hash)| hash),
     }
 }
@@ -176,7 +176,7 @@ pub(crate) fn last_in_row(first: i64, hash: Option<String>, more: Option<&str>) 
     let position = first.saturating_add(i64::try_from(later.len()).unwrap_or(0));
     let hash = match later.into_iter().last() {
         Some((.., hash)) => hash,
-        None => hash,
+        None => hash.map(expanded),
     };
     Head { position, hash: hash.unwrap_or_default() }
 }
