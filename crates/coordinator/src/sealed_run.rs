@@ -49,11 +49,17 @@ const DELTA_WINDOW: usize = 64 << 10;
 /// A run's base as the engine keeps it beside the run it opened or sealed:
 /// the sealed bytes (written again as they are) and their JSON (what the
 /// next head is compressed against).
-#[derive(Debug)]
 pub(crate) struct Base {
     sealed: Vec<u8>,
     json: Vec<u8>,
     digest: [u8; DIGEST],
+}
+
+/// Lengths only: the JSON is the run's state in clear.
+impl std::fmt::Debug for Base {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Base").field("sealed", &self.sealed.len()).field("json", &self.json.len()).finish()
+    }
 }
 
 impl Base {
@@ -225,6 +231,13 @@ mod tests {
         assert_eq!(Keyring::key_of(&base.sealed).ok(), Some("k2"));
         assert!(parts(&frame).1.is_empty());
         assert_eq!(opened(&rotated, &frame).0.path, run(1).path);
+    }
+
+    #[test]
+    fn a_base_shows_no_state_when_debugged() {
+        let (_, base) = sealed(&keyring(), &run(0), None);
+        let shown = format!("{base:?}");
+        assert!(!shown.contains('[') && shown.starts_with("Base { sealed: "), "{shown}");
     }
 
     #[test]
