@@ -7,7 +7,7 @@
 //! ```text
 //! cargo build --release -p coordinator
 //! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000] [pgbench=15] [walstats=0|1]
-//! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20]
+//! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20] [walstats=0|1]
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
@@ -249,12 +249,32 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
     for backend in backends {
         let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
         let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
+        let pg = stack.observer.pg_pool();
+        if let Some(pool) = pg {
+            DbWork::prepare(pool).await;
+        }
+        let work0 = match pg {
+            Some(pool) => Some(DbWork::read(pool, Duration::ZERO).await?),
+            None => None,
+        };
         let before = Cpu::read(stack.pid)?;
         let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
         let during = Cpu::read(stack.pid)?.since(&before);
         let ended = epoch_ms();
         let (finished, _, last) =
             wait_finished(&stack.observer, admissions.admitted, FINISH_POLL, FINISH_LIMIT).await?;
+        let work = match (pg, work0) {
+            (Some(pool), Some(before)) => {
+                let after = DbWork::read(pool, Duration::from_millis(1500)).await?;
+                if options.number("walstats", 0)? > 0 {
+                    for line in after.wal_by_relation(pool, &before, finished, 25).await.unwrap_or_default() {
+                        println!("  WAL {line}");
+                    }
+                }
+                Some(after.per_run(&before, finished))
+            }
+            _ => None,
+        };
         println!(
             "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {:.2} |",
             backend.name(),
@@ -277,6 +297,9 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
             "  while admitting: {during}; the service's own admission times (decision and commit), of {total}: {}",
             within.join(", ")
         );
+        if let Some(work) = work {
+            println!("  {} at {rate}/s offered, {work}", backend.name());
+        }
         report_unfinished(&stack, &admissions, finished).await?;
         stack.stop().await;
     }
