@@ -52,6 +52,32 @@ impl DbWork {
         let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_walinspect").execute(pool).await;
     }
 
+    /// The counters at the start of a measured batch, `pool` prepared first
+    /// (`None` without PostgreSQL).
+    pub async fn start(pool: Option<&PgPool>) -> anyhow::Result<Option<DbWork>> {
+        let Some(pool) = pool else { return Ok(None) };
+        DbWork::prepare(pool).await;
+        Ok(Some(DbWork::read(pool, Duration::ZERO).await?))
+    }
+
+    /// What PostgreSQL did per run since `start` for `runs` runs ([`DbWork::per_run`]),
+    /// printing the WAL by relation first when `walstats`.
+    pub async fn since(
+        pool: Option<&PgPool>,
+        start: Option<DbWork>,
+        runs: usize,
+        walstats: bool,
+    ) -> anyhow::Result<Option<String>> {
+        let (Some(pool), Some(before)) = (pool, start) else { return Ok(None) };
+        let after = DbWork::read(pool, Duration::from_millis(1500)).await?;
+        if walstats {
+            for line in after.wal_by_relation(pool, &before, runs, 25).await.unwrap_or_default() {
+                println!("  WAL {line}");
+            }
+        }
+        Ok(Some(after.per_run(&before, runs)))
+    }
+
     /// The counters now, after the backends' statistics have been flushed
     /// (`settle`: wait this long first; a second and a half is enough).
     pub async fn read(pool: &PgPool, settle: Duration) -> anyhow::Result<DbWork> {

@@ -162,30 +162,13 @@ async fn throughput(options: &Options) -> anyhow::Result<()> {
             let admitter =
                 Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "tp", three_calls_input)?);
             let pg = stack.observer.pg_pool();
-            if let Some(pool) = pg {
-                DbWork::prepare(pool).await;
-            }
-            let work0 = match pg {
-                Some(pool) => Some(DbWork::read(pool, Duration::ZERO).await?),
-                None => None,
-            };
+            let work0 = DbWork::start(pg).await?;
             let cpu0 = Cpu::read(stack.pid)?;
             let admissions = closed_loop(admitter, c, runs, None).await?;
             let (finished, _, last) =
                 wait_finished(&stack.observer, admissions.admitted, FINISH_POLL, FINISH_LIMIT).await?;
             let cpu = Cpu::read(stack.pid)?.since(&cpu0);
-            let work = match (pg, work0) {
-                (Some(pool), Some(before)) => {
-                    let after = DbWork::read(pool, Duration::from_millis(1500)).await?;
-                    if options.number("walstats", 0)? > 0 {
-                        for line in after.wal_by_relation(pool, &before, finished, 25).await.unwrap_or_default() {
-                            println!("  WAL {line}");
-                        }
-                    }
-                    Some(after.per_run(&before, finished))
-                }
-                _ => None,
-            };
+            let work = DbWork::since(pg, work0, finished, options.number("walstats", 0)? > 0).await?;
             let wall = (last - admissions.first_sent_ms) as f64 / 1000.0;
             let rate = finished as f64 / wall;
             completed.insert((backend, c), rate);
@@ -250,31 +233,14 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
         let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
         let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
         let pg = stack.observer.pg_pool();
-        if let Some(pool) = pg {
-            DbWork::prepare(pool).await;
-        }
-        let work0 = match pg {
-            Some(pool) => Some(DbWork::read(pool, Duration::ZERO).await?),
-            None => None,
-        };
+        let work0 = DbWork::start(pg).await?;
         let before = Cpu::read(stack.pid)?;
         let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
         let during = Cpu::read(stack.pid)?.since(&before);
         let ended = epoch_ms();
         let (finished, _, last) =
             wait_finished(&stack.observer, admissions.admitted, FINISH_POLL, FINISH_LIMIT).await?;
-        let work = match (pg, work0) {
-            (Some(pool), Some(before)) => {
-                let after = DbWork::read(pool, Duration::from_millis(1500)).await?;
-                if options.number("walstats", 0)? > 0 {
-                    for line in after.wal_by_relation(pool, &before, finished, 25).await.unwrap_or_default() {
-                        println!("  WAL {line}");
-                    }
-                }
-                Some(after.per_run(&before, finished))
-            }
-            _ => None,
-        };
+        let work = DbWork::since(pg, work0, finished, options.number("walstats", 0)? > 0).await?;
         println!(
             "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {:.2} |",
             backend.name(),
