@@ -24,13 +24,12 @@
 //! - `0x03`: the JSON's length (4 bytes, little endian), then one LZ4 block
 //!   compressed against [`dictionary`] of the run's id;
 //! - `0x02`: the same without a dictionary (written before it, still read);
-//! - anything else is the JSON itself — snapshots written before compression
-//!   start with `{`, and stay readable.
-//!
 //! - `0x04` (a delta, sealed on its own): the first 16 bytes of the SHA-256
 //!   of the sealed value it was written against ([`digest_of`]), the JSON's
 //!   length (4 bytes, little endian), then one LZ4 block compressed against
-//!   [`dictionary`] of the run's id followed by that value's JSON.
+//!   [`dictionary`] of the run's id followed by that value's JSON;
+//! - anything else is the JSON itself — snapshots written before compression
+//!   start with `{`, and stay readable.
 //!
 //! The length is checked against [`MAX_SNAPSHOT`] before anything is
 //! allocated, so a corrupt value cannot make decoding allocate without limit.
@@ -111,11 +110,17 @@ fn delta_dictionary(run_id: &str, before: &[u8]) -> Vec<u8> {
 /// `run_id` against a snapshot whose JSON is `before` and whose sealed value
 /// has digest `against`.
 pub fn encode_delta(json: &[u8], run_id: &str, before: &[u8], against: &[u8; DIGEST]) -> Vec<u8> {
-    let block = lz4_flex::block::compress_with_dict(json, &delta_dictionary(run_id, before));
+    compressed(DELTA, against, json, &delta_dictionary(run_id, before))
+}
+
+/// `marker`, `named`, the JSON's length (4 bytes, little endian) and one LZ4
+/// block of `json` compressed against `dictionary`: every compressed form.
+fn compressed(marker: u8, named: &[u8], json: &[u8], dictionary: &[u8]) -> Vec<u8> {
+    let block = lz4_flex::block::compress_with_dict(json, dictionary);
     let length = u32::try_from(json.len()).unwrap_or(u32::MAX);
-    let mut out = Vec::with_capacity(5 + DIGEST + block.len());
-    out.push(DELTA);
-    out.extend_from_slice(against);
+    let mut out = Vec::with_capacity(5 + named.len() + block.len());
+    out.push(marker);
+    out.extend_from_slice(named);
     out.extend_from_slice(&length.to_le_bytes());
     out.extend_from_slice(&block);
     out
@@ -155,13 +160,7 @@ pub enum SnapshotBytesError {
 
 /// The plaintext to seal for the snapshot JSON of run `run_id`.
 pub fn encode(json: &[u8], run_id: &str) -> Vec<u8> {
-    let block = lz4_flex::block::compress_with_dict(json, &dictionary(run_id));
-    let length = u32::try_from(json.len()).unwrap_or(u32::MAX);
-    let mut out = Vec::with_capacity(5 + block.len());
-    out.push(LZ4_DICTIONARY);
-    out.extend_from_slice(&length.to_le_bytes());
-    out.extend_from_slice(&block);
-    out
+    compressed(LZ4_DICTIONARY, &[], json, &dictionary(run_id))
 }
 
 /// The snapshot JSON of run `run_id` from an opened plaintext (compressed in

@@ -49,8 +49,11 @@ pub(crate) fn compact(hash: &str) -> Cow<'_, str> {
 /// A hash read from `more`: [`compact`]'s base64 back to hex; anything else
 /// (64 hex digits written before, or an edit) as it is.
 fn expanded(hash: String) -> String {
+    if hash.len() != 43 {
+        return hash;
+    }
     match URL_SAFE_NO_PAD.decode(&hash) {
-        Ok(bytes) if hash.len() == 43 && bytes.len() == 32 => hex::encode(bytes),
+        Ok(bytes) if bytes.len() == 32 => hex::encode(bytes),
         _ => hash,
     }
 }
