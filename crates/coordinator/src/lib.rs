@@ -44,6 +44,7 @@ pub(crate) mod handoff;
 pub mod hints;
 pub mod hold;
 pub(crate) mod in_hand;
+pub(crate) mod in_progress;
 pub mod inspection;
 pub mod janitor;
 pub mod metrics;

@@ -8,8 +8,10 @@
 //! (`crate::drain`), the worker finishes the product requests it sent and
 //! gives back the claims it had not acted on, then the HTTP server (then the
 //! gRPC server: remote workers' reports are taken until here) stops
-//! accepting and finishes the requests in progress, then the journal is sealed
-//! to its end. All of it is bounded by the grace period; what is still in
+//! accepting and finishes the requests in progress (`crate::in_progress`:
+//! a connection with no request in progress — idle between requests, a
+//! browser's preconnect, a request head not yet complete — is closed, not
+//! waited on), then the journal is sealed to its end. All of it is bounded by the grace period; what is still in
 //! flight when it runs out is left as a crash would leave it (a lease that
 //! runs out makes a sent mutation uncertain). Dropping a `Running` aborts
 //! every task at once.
@@ -22,6 +24,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
 
 use crate::engine::Engine;
+use crate::in_progress::InProgress;
 use crate::{janitor, sealer, worker};
 
 /// How a drain ended.
@@ -41,6 +44,7 @@ pub(crate) struct Running {
     engine: Arc<Engine>,
     server: JoinHandle<()>,
     stop_server: Option<oneshot::Sender<()>>,
+    requests: InProgress,
     worker: JoinHandle<()>,
     sealer: JoinHandle<()>,
     janitor: JoinHandle<()>,
@@ -58,6 +62,8 @@ impl Running {
         grpc: Option<crate::remote::server::Grpc>,
     ) -> Running {
         let (stop_server, stopped) = oneshot::channel::<()>();
+        let requests = InProgress::default();
+        let router = requests.count(router);
         let server = tokio::spawn(async move {
             let serving = axum::serve(listener, router).with_graceful_shutdown(async {
                 // A dropped sender stops the server as well.
@@ -71,6 +77,7 @@ impl Running {
             engine: Arc::clone(engine),
             server,
             stop_server: Some(stop_server),
+            requests,
             worker: tokio::spawn(worker::run(Arc::clone(engine))),
             sealer: tokio::spawn(sealer::run(Arc::clone(engine))),
             janitor: tokio::spawn(janitor::run(Arc::clone(engine))),
@@ -102,8 +109,24 @@ impl Running {
         if let Some(stop) = self.stop_server.take() {
             let _ = stop.send(());
         }
-        if timeout_at(deadline, &mut self.server).await.is_err() {
-            return self.expired();
+        // The server ends once its connections close; a connection with no
+        // request in progress may stay open (a preconnect, a half-sent head),
+        // so once no request is in progress the server is stopped outright.
+        let requests = self.requests.clone();
+        let server = &mut self.server;
+        let ended = async {
+            tokio::select! {
+                _ = server => true,
+                () = requests.idle() => false,
+            }
+        };
+        match timeout_at(deadline, ended).await {
+            Err(_) => return self.expired(),
+            Ok(true) => {}
+            Ok(false) => {
+                self.server.abort();
+                tracing::debug!("draining: no HTTP request in progress; open connections closed");
+            }
         }
         if let Some(grpc) = &mut self.grpc {
             grpc.stop(deadline.saturating_duration_since(Instant::now())).await;
@@ -127,6 +150,7 @@ impl Running {
         let in_flight = self.engine.drain.in_flight();
         tracing::warn!(
             in_flight,
+            http_requests_in_progress = self.requests.now(),
             "the grace period ran out before the drain finished: product requests still unanswered become \
              uncertain once their leases run out, as after a crash (raise shutdownGraceSeconds)"
         );

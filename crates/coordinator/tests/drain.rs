@@ -438,3 +438,24 @@ fn coordinator_dev_drains_on_sigterm_and_exits_0() {
         assert!(json_lines(&log).iter().any(|l| l["message"] == "drained"), "{}", read(&log));
     });
 }
+
+#[test]
+fn connections_without_a_request_in_progress_hold_no_stop_back() {
+    on_runtime(async {
+        let mut stack = Stack::start(StackOptions { auto_decide: None, ..StackOptions::default() }).await;
+        let address = stack.url.trim_start_matches("http://").to_owned();
+        // A browser's preconnect: a connection that has sent nothing yet.
+        let preconnect = tokio::net::TcpStream::connect(&address).await.unwrap_or_else(|e| panic!("{e}"));
+        // A half-sent request: its head is not complete, so it has not reached the service.
+        let mut partial = tokio::net::TcpStream::connect(&address).await.unwrap_or_else(|e| panic!("{e}"));
+        tokio::io::AsyncWriteExt::write_all(&mut partial, b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        // A keep-alive connection left idle after its request.
+        let client = reqwest::Client::new();
+        let health = client.get(format!("{}/healthz", stack.url)).send().await.map(|r| r.status().as_u16());
+        assert_eq!(health.ok(), Some(200));
+        assert_eq!(stack.service.drain().await, Drained::Clean);
+        drop((preconnect, partial, client));
+    });
+}
