@@ -102,6 +102,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (16, "lanes", include_str!("../migrations/sqlite/0016_lanes.sql")),
     (17, "journal rows", include_str!("../migrations/sqlite/0017_journal_rows.sql")),
     (18, "snapshot base", include_str!("../migrations/sqlite/0018_snapshot_base.sql")),
+    (19, "revision prefix", include_str!("../migrations/sqlite/0019_revision_prefix.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -122,6 +123,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (16, "lanes", include_str!("../migrations/pg/0016_lanes.sql")),
     (17, "journal rows", include_str!("../migrations/pg/0017_journal_rows.sql")),
     (18, "snapshot base", include_str!("../migrations/pg/0018_snapshot_base.sql")),
+    (19, "revision prefix", include_str!("../migrations/pg/0019_revision_prefix.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.
@@ -253,5 +255,31 @@ impl Store {
     /// Closes every connection (waits for those in use to be returned).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MIGRATIONS_PG, MIGRATIONS_SQLITE};
+
+    /// Every file under `migrations/<dialect>` is embedded, in the order of its number.
+    #[test]
+    fn every_migration_file_is_embedded_in_order() {
+        for (dialect, embedded) in [("sqlite", MIGRATIONS_SQLITE), ("pg", MIGRATIONS_PG)] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations").join(dialect);
+            let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .map(|entry| entry.unwrap_or_else(|e| panic!("{e}")).path())
+                .collect();
+            files.sort();
+            assert_eq!(files.len(), embedded.len(), "{dialect}: a migration file is not in the list");
+            for (i, (file, (version, _, sql))) in files.iter().zip(embedded).enumerate() {
+                let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                assert!(name.starts_with(&format!("{version:04}_")), "{dialect}: {name} is not migration {version}");
+                assert_eq!(i64::try_from(i + 1).ok(), Some(*version), "{dialect}: numbers run 1, 2, …");
+                let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(text, *sql, "{dialect}: {name} is not the text embedded");
+            }
+        }
     }
 }

@@ -100,9 +100,16 @@ pub(crate) async fn newest_first_pages_follow_a_stable_cursor(store: &Store) {
     assert_eq!(ids(&first.runs), vec![run_id(6)]);
 }
 
+/// Revisions as the checker writes them, alike in their first 16 characters.
+const A1: &str = "sha256:0123456789a1";
+const A2: &str = "sha256:0123456789a2";
+const B1: &str = "sha256:0123456789b1";
+
 pub(crate) async fn every_filter_lists_what_it_matches_newest_first(store: &Store) {
     let wf = workflow();
-    let (a1, a2, b1) = (("wf-a", "a-1", "alice"), ("wf-a", "a-2", "alice"), ("wf-b", "b-1", "alice"));
+    // The three revisions share their first 16 characters (PostgreSQL's
+    // revision index keys a run by those): a filter tells them apart whole.
+    let (a1, a2, b1) = (("wf-a", A1, "alice"), ("wf-a", A2, "alice"), ("wf-b", B1, "alice"));
     let bob = |names: (&'static str, &'static str, &'static str)| (names.0, names.1, "bob");
     // (n, names, admitted): runs 3 and 4 share a millisecond.
     let runs = [
@@ -138,7 +145,7 @@ pub(crate) async fn every_filter_lists_what_it_matches_newest_first(store: &Stor
         ListFilter { state: Some(RunState::Finished), ..f() },
         ListFilter { state: Some(RunState::Expired), ..f() },
         ListFilter { owner: some("bob"), ..f() },
-        ListFilter { revision: some("a-2"), ..f() },
+        ListFilter { revision: some(A2), ..f() },
         ListFilter { attention: Some(AttentionReason::UnknownEffect), ..f() },
         ListFilter { attention: Some(AttentionReason::RestoreHold), ..f() },
         ListFilter { step: some("request-review"), ..f() },
@@ -148,15 +155,10 @@ pub(crate) async fn every_filter_lists_what_it_matches_newest_first(store: &Stor
         ListFilter { run_id: some("no-such-run"), ..f() },
         ListFilter { workflow: some("wf-a"), state: Some(RunState::Running), ..f() },
         ListFilter { workflow: some("wf-b"), state: Some(RunState::Attention), owner: some("alice"), ..f() },
-        ListFilter { revision: some("a-2"), state: Some(RunState::Running), ..f() },
-        ListFilter {
-            revision: some("a-1"),
-            owner: some("bob"),
-            attention: Some(AttentionReason::UnknownEffect),
-            ..f()
-        },
+        ListFilter { revision: some(A2), state: Some(RunState::Running), ..f() },
+        ListFilter { revision: some(A1), owner: some("bob"), attention: Some(AttentionReason::UnknownEffect), ..f() },
         ListFilter { workflow: some("wf-a"), admitted_from: Some(T0 + 10), admitted_to: Some(T0 + 50), ..f() },
-        ListFilter { revision: some("b-1"), admitted_from: Some(T0 + 20), ..f() },
+        ListFilter { revision: some(B1), admitted_from: Some(T0 + 20), ..f() },
         ListFilter { step: some("request-review"), attention: Some(AttentionReason::UnknownEffect), ..f() },
         ListFilter { state: Some(RunState::Attention), attention: Some(AttentionReason::RestoreHold), ..f() },
         ListFilter { run_id: Some(run_id(5)), owner: some("alice"), ..f() },
