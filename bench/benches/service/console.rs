@@ -21,7 +21,7 @@ const WARMUP: usize = 3;
 
 const POPULATE: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
      admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since) \
-     SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || lpad(to_hex(i), 12, '0'), \
+     SELECT (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid, \
        CASE i % 3 WHEN 0 THEN $1 WHEN 1 THEN 'workflow-b' ELSE 'workflow-c' END, \
        CASE i % 3 WHEN 0 THEN $2 ELSE 'sha256:' || lpad(to_hex(i % 3), 64, '0') END, \
        'bench', 'key-' || i, 'sha256:00', \

@@ -36,7 +36,7 @@ use crate::{FINISH_LIMIT, Options, ms, three_calls_input};
 /// The history's run numbers `$4..=$5` of `$2`, admitted over the `$3` ms before
 /// `$1` in number order: `i`, `at` (ms) and a time-ordered UUIDv7-shaped `id`
 /// (so id order is number order).
-const SERIES: &str = "SELECT i, at, substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || lpad(to_hex(i), 12, '0') AS id \
+const SERIES: &str = "SELECT i, at, (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid AS id \
      FROM (SELECT i, $1::bigint - $3::bigint + i * ($3::bigint / $2::bigint) AS at, \
              lpad(to_hex($1::bigint - $3::bigint + i * ($3::bigint / $2::bigint)), 12, '0') AS h \
            FROM generate_series($4::bigint, $5::bigint) AS i) AS t";
@@ -67,11 +67,11 @@ const ENTRIES: &str = concat!(
     "INSERT INTO audit (run_id, at, kind, step, detail, actor, position, hash, more) \
      SELECT s.id, s.at + g, 'decision', 'call-one', 'entered call step', NULL, \
        (s.i - 1) * $6::bigint + g * $7::bigint + 1, ",
-    b64!("md5(s.id) || md5(g::text)"),
+    b64!("md5(s.id::text) || md5(g::text)"),
     ", '[[\"dispatch\",\"call-one\",\"attempt 1 queued\",\"' || ",
-    b64!("md5(s.id) || md5(g::text || 'b')"),
+    b64!("md5(s.id::text) || md5(g::text || 'b')"),
     " || '\"],[\"classification\",\"call-one\",\"accepted\",\"' || ",
-    b64!("md5(s.id) || md5(g::text || 'c')"),
+    b64!("md5(s.id::text) || md5(g::text || 'c')"),
     " || '\"]]' FROM (SERIES) AS s, generate_series(0, $6::bigint / $7::bigint - 1) AS g"
 );
 /// Entries per journal row in the history (a decision's, as a 3-call run writes them).

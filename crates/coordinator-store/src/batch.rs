@@ -33,11 +33,11 @@ use crate::{Store, StoreError, claims, runs, snapshot_frame, wakeups};
 
 const LOCK_RUNS_PG: &str = "SELECT id, version, snapshot, revision, trace_parent, snapshot_base FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE";
 const LEASED_TIMERS_PG: &str = "SELECT t.run_id FROM timers t \
-     JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS c(run_id, timer, due_at) \
+     JOIN unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(run_id, timer, due_at) \
      ON t.run_id = c.run_id AND t.timer = c.timer AND t.due_at = c.due_at \
      WHERE t.lease_owner = $4 FOR UPDATE OF t";
 const LEASED_WORK_PG: &str = "SELECT o.run_id FROM outbox o \
-     JOIN unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS c(run_id, step, kind, attempt) \
+     JOIN unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) AS c(run_id, step, kind, attempt) \
      ON o.run_id = c.run_id AND o.step = c.step AND o.kind = c.kind AND o.attempt = c.attempt \
      WHERE o.lease_owner = $5 FOR UPDATE OF o";
 /// Every decided run's row, as a single apply's `UPDATE` writes it
@@ -51,18 +51,18 @@ const UPDATE_RUNS_PG: &str = concat!(
      updated_at = $6, version = r.version + 1, outcome = u.outcome, attention_step = u.attention_step, \
      snapshot_base = u.snapshot_base, ",
     attention_since_sql!("u.state", "r.", "$6"),
-    " FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bool[], $5::bigint[], $7::text[], $8::text[], \
+    " FROM unnest($1::uuid[], $2::bytea[], $3::text[], $4::bool[], $5::bigint[], $7::text[], $8::text[], \
      $9::bytea[]) AS u(id, snapshot, state, held, version, outcome, attention_step, snapshot_base) \
      WHERE r.id = ANY($1) AND r.id = u.id AND r.version = u.version"
 );
-const FINISH_WORK_PG: &str = "DELETE FROM outbox o USING unnest($1::text[], $2::text[], $3::text[]) AS d(run_id, step, kind) \
+const FINISH_WORK_PG: &str = "DELETE FROM outbox o USING unnest($1::uuid[], $2::text[], $3::text[]) AS d(run_id, step, kind) \
      WHERE o.run_id = d.run_id AND o.step = d.step AND o.kind = d.kind";
 const FINISH_ATTEMPT_PG: &str = "DELETE FROM outbox o \
-     USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS d(run_id, step, kind, attempt) \
+     USING unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) AS d(run_id, step, kind, attempt) \
      WHERE o.run_id = d.run_id AND o.step = d.step AND o.kind = d.kind AND o.attempt = d.attempt";
-const CLEAR_TIMERS_PG: &str = "DELETE FROM timers t USING unnest($1::text[], $2::text[]) AS d(run_id, timer) \
+const CLEAR_TIMERS_PG: &str = "DELETE FROM timers t USING unnest($1::uuid[], $2::text[]) AS d(run_id, timer) \
      WHERE t.run_id = d.run_id AND t.timer = d.timer";
-const CLOSE_WAITS_PG: &str = "DELETE FROM waits w USING unnest($1::text[], $2::text[]) AS d(run_id, step) \
+const CLOSE_WAITS_PG: &str = "DELETE FROM waits w USING unnest($1::uuid[], $2::text[]) AS d(run_id, step) \
      WHERE w.run_id = d.run_id AND w.step = d.step";
 const END_OUTBOX_PG: &str = "DELETE FROM outbox WHERE run_id = ANY($1)";
 const END_TIMERS_PG: &str = "DELETE FROM timers WHERE run_id = ANY($1)";
@@ -72,17 +72,17 @@ const END_WAITS_PG: &str = "DELETE FROM waits WHERE run_id = ANY($1)";
 const QUEUE_WORK_PG: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
      claims, lane) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, \
      CASE WHEN q.eager THEN $8::text END, CASE WHEN q.eager THEN $9::bigint END, CASE WHEN q.eager THEN 1 ELSE 0 END, \
-     q.lane FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[]) \
+     q.lane FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[]) \
      AS q(run_id, step, kind, attempt, not_before, lane, eager) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
      not_before = excluded.not_before, lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, \
      claims = excluded.claims, lane = excluded.lane \
      RETURNING run_id, step, kind, attempt, not_before, claims, lease_owner";
 const SET_TIMERS_PG: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
-     SELECT s.run_id, s.timer, s.due_at, NULL, NULL FROM unnest($1::text[], $2::text[], $3::bigint[]) AS s(run_id, timer, due_at) \
+     SELECT s.run_id, s.timer, s.due_at, NULL, NULL FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS s(run_id, timer, due_at) \
      ON CONFLICT (run_id, timer) DO UPDATE SET due_at = excluded.due_at, lease_owner = NULL, lease_until = NULL";
 const OPEN_WAITS_PG: &str = "INSERT INTO waits (run_id, step, reference) \
-     SELECT w.run_id, w.step, w.reference FROM unnest($1::text[], $2::text[], $3::text[]) AS w(run_id, step, reference) \
+     SELECT w.run_id, w.step, w.reference FROM unnest($1::uuid[], $2::text[], $3::text[]) AS w(run_id, step, reference) \
      ON CONFLICT (run_id, step) DO UPDATE SET reference = excluded.reference";
 
 /// Reports one batch should carry at most on PostgreSQL: set-based
@@ -241,7 +241,7 @@ where
 {
     let ids: Vec<String> = claims.iter().map(|c| run_of(c).to_owned()).collect();
     let mut locked: HashMap<String, Locked> = HashMap::with_capacity(claims.len());
-    for row in tx.fetch_all(LOCK_RUNS_PG, vec![Arg::Texts(ids)]).await? {
+    for row in tx.fetch_all(LOCK_RUNS_PG, vec![Arg::Ids(ids)]).await? {
         locked.insert(row.get(0)?, (row.get(1)?, snapshot_frame::read(&row, 2, 5)?, row.get(3)?, row.get(4)?));
     }
     let leased = leased_pg(tx, claims, owner).await?;
@@ -294,7 +294,7 @@ where
         listed.1.push(d.attention_step.clone());
     }
     let args = vec![
-        Arg::Texts(columns.0),
+        Arg::Ids(columns.0),
         Arg::Blobs(columns.1),
         Arg::Texts(columns.2),
         Arg::Flags(columns.3),
@@ -337,13 +337,13 @@ async fn leased_pg(tx: &mut Tx, claims: &[Claim], owner: &str) -> Result<HashSet
     }
     let mut leased = HashSet::new();
     if !timers.0.is_empty() {
-        let args = vec![Arg::Texts(timers.0), Arg::Texts(timers.1), Arg::Ints(timers.2), owner.into()];
+        let args = vec![Arg::Ids(timers.0), Arg::Texts(timers.1), Arg::Ints(timers.2), owner.into()];
         for row in tx.fetch_all(LEASED_TIMERS_PG, args).await? {
             leased.insert(row.get::<String>(0)?);
         }
     }
     if !work.0.is_empty() {
-        let args = vec![Arg::Texts(work.0), Arg::Texts(work.1), Arg::Texts(work.2), Arg::Ints(work.3), owner.into()];
+        let args = vec![Arg::Ids(work.0), Arg::Texts(work.1), Arg::Texts(work.2), Arg::Ints(work.3), owner.into()];
         for row in tx.fetch_all(LEASED_WORK_PG, args).await? {
             leased.insert(row.get::<String>(0)?);
         }
@@ -486,28 +486,28 @@ impl Grouped {
             self;
         if !finish_work.0.is_empty() {
             let (a, b, c) = finish_work;
-            tx.execute(FINISH_WORK_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c)]).await?;
+            tx.execute(FINISH_WORK_PG, vec![Arg::Ids(a), Arg::Texts(b), Arg::Texts(c)]).await?;
         }
         if !finish_attempt.0.is_empty() {
             let (a, b, c, d) = finish_attempt;
-            tx.execute(FINISH_ATTEMPT_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c), Arg::Ints(d)]).await?;
+            tx.execute(FINISH_ATTEMPT_PG, vec![Arg::Ids(a), Arg::Texts(b), Arg::Texts(c), Arg::Ints(d)]).await?;
         }
         if !clear_timers.0.is_empty() {
-            tx.execute(CLEAR_TIMERS_PG, vec![Arg::Texts(clear_timers.0), Arg::Texts(clear_timers.1)]).await?;
+            tx.execute(CLEAR_TIMERS_PG, vec![Arg::Ids(clear_timers.0), Arg::Texts(clear_timers.1)]).await?;
         }
         if !close_waits.0.is_empty() {
-            tx.execute(CLOSE_WAITS_PG, vec![Arg::Texts(close_waits.0), Arg::Texts(close_waits.1)]).await?;
+            tx.execute(CLOSE_WAITS_PG, vec![Arg::Ids(close_waits.0), Arg::Texts(close_waits.1)]).await?;
         }
         if !end.is_empty() {
             for sql in [END_OUTBOX_PG, END_TIMERS_PG, END_WAITS_PG] {
-                tx.execute(sql, vec![Arg::Texts(end.clone())]).await?;
+                tx.execute(sql, vec![Arg::Ids(end.clone())]).await?;
             }
         }
         let mut queued = Vec::new();
         if !queue_work.0.is_empty() {
             let (a, b, c, d, e, f, g) = queue_work;
             let args = vec![
-                Arg::Texts(a),
+                Arg::Ids(a),
                 Arg::Texts(b),
                 Arg::Texts(c),
                 Arg::Ints(d),
@@ -521,11 +521,11 @@ impl Grouped {
         }
         if !set_timers.0.is_empty() {
             let (a, b, c) = set_timers;
-            tx.execute(SET_TIMERS_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Ints(c)]).await?;
+            tx.execute(SET_TIMERS_PG, vec![Arg::Ids(a), Arg::Texts(b), Arg::Ints(c)]).await?;
         }
         if !open_waits.0.is_empty() {
             let (a, b, c) = open_waits;
-            tx.execute(OPEN_WAITS_PG, vec![Arg::Texts(a), Arg::Texts(b), Arg::Texts(c)]).await?;
+            tx.execute(OPEN_WAITS_PG, vec![Arg::Ids(a), Arg::Texts(b), Arg::Texts(c)]).await?;
         }
         Ok(queued)
     }

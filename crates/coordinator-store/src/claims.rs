@@ -402,16 +402,16 @@ impl Store {
     pub async fn work_of(&self, run_id: &str) -> Result<RunWork, StoreError> {
         let mut tx = self.pool.begin_read().await?;
         let mut work = RunWork::default();
-        for row in tx.fetch_all(RUN_OUTBOX, vec![run_id.into()]).await? {
+        for row in tx.fetch_all(RUN_OUTBOX, vec![Arg::id(run_id)]).await? {
             let kind: String = row.get(1)?;
             let kind = WorkKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("outbox kind `{kind}`")))?;
             work.outbox.push((row.get(0)?, kind, row.get(2)?, row.get(3)?));
         }
-        for row in tx.fetch_all(RUN_TIMERS, vec![run_id.into()]).await? {
+        for row in tx.fetch_all(RUN_TIMERS, vec![Arg::id(run_id)]).await? {
             let key: String = row.get(0)?;
             work.timers.push((parse_timer(&key)?, row.get(1)?));
         }
-        for row in tx.fetch_all(RUN_AUDIT, vec![run_id.into()]).await? {
+        for row in tx.fetch_all(RUN_AUDIT, vec![Arg::id(run_id)]).await? {
             work.audit.push((row.get(0)?, row.get(1)?, row.get(2)?));
             let more: Option<String> = row.get(3)?;
             work.audit.extend(crate::audit::rows::later(more.as_deref()).into_iter().map(|(k, s, d, _)| (k, s, d)));
@@ -534,11 +534,11 @@ pub(crate) async fn check_lease(tx: &mut Tx, claim: &Claim, owner: &str) -> Resu
 }
 
 pub(crate) fn work_args(w: &WorkItem, owner: &str) -> Vec<Arg> {
-    vec![w.run_id.as_str().into(), w.step.as_str().into(), w.kind.as_str().into(), w.attempt.into(), owner.into()]
+    vec![Arg::id(&w.run_id), w.step.as_str().into(), w.kind.as_str().into(), w.attempt.into(), owner.into()]
 }
 
 fn timer_args(t: &TimerItem, owner: &str) -> Result<Vec<Arg>, StoreError> {
-    Ok(vec![t.run_id.as_str().into(), timer_key(&t.timer)?.into(), t.due_at.into(), owner.into()])
+    Ok(vec![Arg::id(&t.run_id), timer_key(&t.timer)?.into(), t.due_at.into(), owner.into()])
 }
 
 pub(crate) fn describe(claim: &Claim) -> String {

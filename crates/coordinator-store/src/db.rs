@@ -216,6 +216,14 @@ pub(crate) enum Arg {
     Flag(bool),
     Bytes(Vec<u8>),
     MaybeBytes(Option<Vec<u8>>),
+    /// A run id: a `uuid` on PostgreSQL, its text on SQLite ([`Arg::id`]).
+    Id(String),
+    /// A run id or NULL.
+    MaybeId(Option<String>),
+    /// A PostgreSQL `uuid[]` of run ids.
+    Ids(Vec<String>),
+    /// A PostgreSQL `uuid[]` of run ids with NULLs.
+    MaybeIds(Vec<Option<String>>),
     /// A PostgreSQL `text[]` (set-based statements over `unnest`; SQLite has no arrays).
     Texts(Vec<String>),
     /// A PostgreSQL `text[]` with NULLs.
@@ -228,6 +236,20 @@ pub(crate) enum Arg {
     Blobs(Vec<Vec<u8>>),
     /// A PostgreSQL `bytea[]` with NULLs.
     MaybeBlobs(Vec<Option<Vec<u8>>>),
+}
+
+impl Arg {
+    /// A run id bound where the column is a run id (`runs.id`, every `run_id`).
+    pub(crate) fn id(id: &str) -> Arg {
+        Arg::Id(id.to_owned())
+    }
+}
+
+/// A run id as PostgreSQL's `uuid` column holds it. Text that is not a UUID
+/// (no run is ever admitted with one, `run_id::validate`) becomes the nil
+/// UUID, which names no run: a lookup of it finds nothing.
+fn pg_id(id: &str) -> uuid::Uuid {
+    uuid::Uuid::try_parse(id).unwrap_or(uuid::Uuid::nil())
 }
 
 impl From<&str> for Arg {
@@ -334,7 +356,16 @@ fn bind_sqlite(sql: &str, args: Vec<Arg>) -> Result<SqliteQuery<'_>, StoreError>
             Arg::Flag(v) => q.bind(v),
             Arg::Bytes(v) => q.bind(v),
             Arg::MaybeBytes(v) => q.bind(v),
-            Arg::Texts(_) | Arg::MaybeTexts(_) | Arg::Ints(_) | Arg::Flags(_) | Arg::Blobs(_) | Arg::MaybeBlobs(_) => {
+            Arg::Id(v) => q.bind(v),
+            Arg::MaybeId(v) => q.bind(v),
+            Arg::Ids(_)
+            | Arg::MaybeIds(_)
+            | Arg::Texts(_)
+            | Arg::MaybeTexts(_)
+            | Arg::Ints(_)
+            | Arg::Flags(_)
+            | Arg::Blobs(_)
+            | Arg::MaybeBlobs(_) => {
                 return Err(StoreError::Database(format!("an array bound to a SQLite statement: {sql}")));
             }
         };
@@ -354,6 +385,10 @@ fn bind_pg(sql: &str, args: Vec<Arg>) -> PgQuery<'_> {
             Arg::Flag(v) => q.bind(v),
             Arg::Bytes(v) => q.bind(v),
             Arg::MaybeBytes(v) => q.bind(v),
+            Arg::Id(v) => q.bind(pg_id(&v)),
+            Arg::MaybeId(v) => q.bind(v.as_deref().map(pg_id)),
+            Arg::Ids(v) => q.bind(v.iter().map(|id| pg_id(id)).collect::<Vec<_>>()),
+            Arg::MaybeIds(v) => q.bind(v.iter().map(|id| id.as_deref().map(pg_id)).collect::<Vec<_>>()),
             Arg::Texts(v) => q.bind(v),
             Arg::MaybeTexts(v) => q.bind(v),
             Arg::Ints(v) => q.bind(v),
@@ -536,16 +571,49 @@ pub(crate) enum Row {
 impl Row {
     /// The value of column `index`, decoded as `T`; a type mismatch means the
     /// schema is not what this code expects.
+    ///
+    /// A PostgreSQL `uuid` column (a run id) decodes as its hyphenated text
+    /// where a `String` or an `Option<String>` is asked, so a run id reads
+    /// alike from both backends.
     pub(crate) fn get<T>(&self, index: usize) -> Result<T, StoreError>
     where
-        T: for<'r> Decode<'r, Sqlite> + Type<Sqlite> + for<'r> Decode<'r, Postgres> + Type<Postgres>,
+        T: for<'r> Decode<'r, Sqlite> + Type<Sqlite> + for<'r> Decode<'r, Postgres> + Type<Postgres> + 'static,
     {
         let decoded = match self {
             Row::Sqlite(r) => r.try_get::<T, _>(index),
-            Row::Pg(r) => r.try_get::<T, _>(index),
+            Row::Pg(r) => match uuid_as_text::<T>(r, index) {
+                Some(text) => text,
+                None => r.try_get::<T, _>(index),
+            },
         };
         decoded.map_err(|e| StoreError::Corrupt(format!("column {index}: {e}")))
     }
+}
+
+/// Column `index` of `row` as text, when it is a `uuid` column and `T` is
+/// `String` or `Option<String>`; `None` otherwise.
+fn uuid_as_text<T: 'static>(row: &PgRow, index: usize) -> Option<Result<T, sqlx::Error>> {
+    use sqlx::{Column as _, TypeInfo as _};
+    use std::any::{Any, TypeId};
+    let column = row.columns().get(index)?;
+    if column.type_info().name() != "UUID" {
+        return None;
+    }
+    let text = match row.try_get::<Option<uuid::Uuid>, _>(index) {
+        Ok(id) => id.map(|id| id.hyphenated().to_string()),
+        Err(e) => return Some(Err(e)),
+    };
+    let boxed: Box<dyn Any> = if TypeId::of::<T>() == TypeId::of::<String>() {
+        match text {
+            Some(text) => Box::new(text),
+            None => return Some(Err(sqlx::Error::Decode("a NULL run id where one is required".into()))),
+        }
+    } else if TypeId::of::<T>() == TypeId::of::<Option<String>>() {
+        Box::new(text)
+    } else {
+        return None;
+    };
+    boxed.downcast::<T>().ok().map(|value| Ok(*value))
 }
 
 /// A database error as the store reports it: a unique-constraint violation is

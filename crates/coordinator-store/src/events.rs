@@ -35,7 +35,12 @@ pub(crate) async fn record(
     run_id: &str,
     at: i64,
 ) -> Result<bool, StoreError> {
-    let args: Vec<Arg> =
-        vec![workflow.into(), event.trigger.as_str().into(), event.event_id.as_str().into(), run_id.into(), at.into()];
+    let args: Vec<Arg> = vec![
+        workflow.into(),
+        event.trigger.as_str().into(),
+        event.event_id.as_str().into(),
+        Arg::id(run_id),
+        at.into(),
+    ];
     Ok(tx.fetch_optional(RECORD_EVENT, args).await?.is_some())
 }

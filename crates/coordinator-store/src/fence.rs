@@ -372,10 +372,10 @@ impl Store {
     /// on; an earlier attempt, fewer claims or no run mean lost commits.
     pub async fn attempt_known(&self, item: &WorkItem) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        if tx.fetch_optional(RUN_EXISTS, vec![item.run_id.as_str().into()]).await?.is_none() {
+        if tx.fetch_optional(RUN_EXISTS, vec![Arg::id(&item.run_id)]).await?.is_none() {
             return Ok(false);
         }
-        let args = vec![item.run_id.as_str().into(), item.step.as_str().into(), item.kind.as_str().into()];
+        let args = vec![Arg::id(&item.run_id), item.step.as_str().into(), item.kind.as_str().into()];
         let Some(row) = tx.fetch_optional(WORK_ROW, args).await? else { return Ok(true) };
         let (attempt, claims): (i64, i64) = (row.get(0)?, row.get(1)?);
         Ok(attempt > item.attempt || (attempt == item.attempt && claims >= item.claims))

@@ -11,7 +11,7 @@
 
 use coordinator_core::model::run::RunState;
 
-use crate::db::Query;
+use crate::db::{Arg, Query};
 use crate::listing::{Revision, SELECT_RUNS, push_filter, run_rows};
 use crate::stats::AttentionReason;
 use crate::types::{AttentionCursor, AttentionGroup, ListFilter, RunRow};
@@ -85,7 +85,7 @@ impl Store {
             return Ok((Vec::new(), None));
         }
         if let Some(c) = after {
-            q.push(" AND (attention_since, id) > (").bind(c.since).push(", ").bind(c.id.as_str()).push(")");
+            q.push(" AND (attention_since, id) > (").bind(c.since).push(", ").bind(Arg::id(&c.id)).push(")");
         }
         // One more than the page: whether another run follows.
         q.push(" ORDER BY attention_since, id LIMIT ").bind(i64::from(limit) + 1);

@@ -103,6 +103,7 @@ const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
     (17, "journal rows", include_str!("../migrations/sqlite/0017_journal_rows.sql")),
     (18, "snapshot base", include_str!("../migrations/sqlite/0018_snapshot_base.sql")),
     (19, "revision prefix", include_str!("../migrations/sqlite/0019_revision_prefix.sql")),
+    (20, "uuid run ids", include_str!("../migrations/sqlite/0020_uuid_run_ids.sql")),
 ];
 const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -124,6 +125,7 @@ const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
     (17, "journal rows", include_str!("../migrations/pg/0017_journal_rows.sql")),
     (18, "snapshot base", include_str!("../migrations/pg/0018_snapshot_base.sql")),
     (19, "revision prefix", include_str!("../migrations/pg/0019_revision_prefix.sql")),
+    (20, "uuid run ids", include_str!("../migrations/pg/0020_uuid_run_ids.sql")),
 ];
 
 /// The readiness probe's statement: a round trip that reads no table.
@@ -193,6 +195,9 @@ pub enum StoreError {
     /// The restore fence tripped (the evidence): nothing is claimed until an operator releases the restore hold.
     #[error("the restore fence holds: {0}")]
     Fenced(String),
+    /// A new run's id is not a UUID (run ids are UUIDv7s, `run_id` in the service).
+    #[error("run id {0:?} is not a UUID: a run's id must be a UUIDv7")]
+    InvalidRunId(String),
     /// A stored value cannot be read back: the schema or data is not what this version wrote.
     #[error("corrupt store: {0}")]
     Corrupt(String),

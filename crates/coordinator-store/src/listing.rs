@@ -29,7 +29,7 @@
 
 use coordinator_core::model::run::RunState;
 
-use crate::db::{Dialect, Query, Row};
+use crate::db::{Arg, Dialect, Query, Row};
 use crate::stats::AttentionReason;
 use crate::types::{Cursor, ListFilter, Page, RunFilter, RunRow};
 use crate::{Store, StoreError};
@@ -62,7 +62,7 @@ impl Store {
             return Ok(Page { runs: Vec::new(), next: None });
         }
         if let Some(c) = cursor {
-            q.push(" AND (admitted_at, id) > (").bind(c.admitted_at).push(", ").bind(c.id.as_str()).push(")");
+            q.push(" AND (admitted_at, id) > (").bind(c.admitted_at).push(", ").bind(Arg::id(&c.id)).push(")");
         }
         q.push(" ORDER BY admitted_at, id LIMIT ").bind(i64::from(limit));
         let runs = run_rows(self.pool.begin_read().await?.fetch_query(q).await?)?;
@@ -97,7 +97,7 @@ impl Store {
             return Ok(Page { runs: Vec::new(), next: None });
         }
         if let Some(c) = cursor {
-            q.push(" AND (admitted_at, id) < (").bind(c.admitted_at).push(", ").bind(c.id.as_str()).push(")");
+            q.push(" AND (admitted_at, id) < (").bind(c.admitted_at).push(", ").bind(Arg::id(&c.id)).push(")");
         }
         q.push(match (revision, &filter.revision) {
             (Revision::Range, Some(_)) => " ORDER BY substr(revision, 1, 16) DESC, admitted_at DESC, id DESC",
@@ -172,7 +172,7 @@ pub(crate) fn push_filter(q: &mut Query, filter: &ListFilter, revision: Revision
         q.push(" AND admitted_at < ").bind(to);
     }
     if let Some(id) = &filter.run_id {
-        q.push(" AND id = ").bind(id.as_str());
+        q.push(" AND id = ").bind(Arg::id(id));
     }
     Some(())
 }

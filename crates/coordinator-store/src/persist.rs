@@ -233,7 +233,7 @@ pub(crate) async fn persist<'a>(
 }
 
 pub(crate) async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result<(), StoreError> {
-    let run: Arg = run_id.into();
+    let run = Arg::id(run_id);
     match write {
         Write::QueueWork { step, kind, attempt, not_before, lane } => {
             let not_before = not_before.unwrap_or(at);

@@ -388,7 +388,7 @@ impl Store {
     pub async fn report_journaled(&self, run_id: &str, step: &str, detail: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_read().await?;
         let is_it = |kind: &str, s: Option<&str>, d: &str| kind == REPORT && s == Some(step) && d == detail;
-        for row in tx.fetch_all(RUN_ROWS_JOURNALED, vec![run_id.into()]).await? {
+        for row in tx.fetch_all(RUN_ROWS_JOURNALED, vec![Arg::id(run_id)]).await? {
             let (kind, s, d, more): (String, Option<String>, String, Option<String>) =
                 (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
             if is_it(&kind, s.as_deref(), &d)

@@ -97,11 +97,12 @@ pub fn day_of(ms: i64) -> i64 {
 }
 
 /// The run id bound of instant `ms` (`coordinator_run_id_bound` in migration
-/// 0013): a UUIDv7's first 12 hex digits with its dash, which sorts before
-/// every id made in that ms and after every id made before.
+/// 0020): a UUID of the instant's 12 hex digits followed by zeros, which
+/// sorts — as text and as a PostgreSQL `uuid` — before every UUIDv7 made in
+/// that ms and after every one made before.
 pub fn run_id_bound(ms: i64) -> String {
     let hex = format!("{:012x}", ms.max(0));
-    format!("{}-{}", &hex[..8], &hex[8..12])
+    format!("{}-{}-0000-0000-000000000000", &hex[..8], &hex[8..12])
 }
 
 /// The instant a UUIDv7 run id was made, ms; `None` if `id` is not shaped so.
@@ -354,12 +355,16 @@ mod tests {
     fn a_run_id_bound_sorts_between_the_ids_of_its_instant_and_those_before() {
         let ms = 1_796_083_200_123_i64;
         let bound = run_id_bound(ms);
-        assert_eq!(bound, format!("{:08x}-{:04x}", ms >> 16, ms & 0xffff));
-        let id = format!("{bound}-7abc-8def-0123456789ab");
+        let instant = format!("{:08x}-{:04x}", ms >> 16, ms & 0xffff);
+        assert_eq!(bound, format!("{instant}-0000-0000-000000000000"));
+        let id = format!("{instant}-7abc-8def-0123456789ab");
         assert!(bound.as_str() < id.as_str());
         assert!(run_id_bound(ms - 1).as_str() < bound.as_str());
-        let before = format!("{}-7fff-bfff-ffffffffffff", run_id_bound(ms - 1));
+        let before = format!("{}-7fff-bfff-ffffffffffff", &run_id_bound(ms - 1)[..13]);
         assert!(before.as_str() < bound.as_str());
+        // As PostgreSQL's `uuid` orders them: by their bytes.
+        let bytes = |text: &str| uuid::Uuid::try_parse(text).map(|u| *u.as_bytes()).ok();
+        assert!(bytes(&before) < bytes(&bound) && bytes(&bound) < bytes(&id));
         assert_eq!(id_ms(&id), Some(ms));
         assert_eq!(id_ms("not-an-id"), None);
     }

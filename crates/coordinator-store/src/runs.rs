@@ -454,7 +454,7 @@ impl Store {
     /// A run's row.
     pub async fn load(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        tx.fetch_optional(LOAD_RUN, vec![run_id.into()]).await?.map(|r| run_row(&r)).transpose()
+        tx.fetch_optional(LOAD_RUN, vec![Arg::id(run_id)]).await?.map(|r| run_row(&r)).transpose()
     }
 
     /// The revision a run is pinned to (immutable), without reading its snapshot.
@@ -467,7 +467,7 @@ impl Store {
     /// `None`: no such run.
     pub async fn run_meta(&self, run_id: &str) -> Result<Option<RunMeta>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
-        match tx.fetch_optional(RUN_META, vec![run_id.into()]).await? {
+        match tx.fetch_optional(RUN_META, vec![Arg::id(run_id)]).await? {
             Some(row) => Ok(Some(RunMeta { revision: row.get(0)?, trace_parent: row.get(1)? })),
             None => Ok(None),
         }
@@ -513,7 +513,7 @@ where
         Dialect::Sqlite => LOCK_RUN_SQLITE,
         Dialect::Pg => LOCK_RUN_PG,
     };
-    let Some(row) = tx.fetch_optional(lock, vec![run_id.into()]).await? else {
+    let Some(row) = tx.fetch_optional(lock, vec![Arg::id(run_id)]).await? else {
         return Err(StoreError::NotFound { what: format!("run {run_id}") });
     };
     let (version, snapshot): (i64, Vec<u8>) = (row.get(0)?, snapshot_frame::read(&row, 1, 2)?);
@@ -529,7 +529,7 @@ where
         decision.state.as_str().into(),
         decision.held.into(),
         at.into(),
-        run_id.into(),
+        Arg::id(run_id),
         expected.into(),
         decision.outcome.as_deref().into(),
         decision.attention_step.as_deref().into(),
@@ -561,9 +561,12 @@ where
 /// The new run row's values, `$1`–`$13` of every statement that inserts one
 /// (`insert_run_sql!`), and its snapshot's base, which each statement places.
 pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Result<(Vec<Arg>, Arg), StoreError> {
+    if uuid::Uuid::try_parse(&new.id).is_err() {
+        return Err(StoreError::InvalidRunId(new.id.clone()));
+    }
     let (head, base) = snapshot_frame::columns(&decision.snapshot)?;
     let args = vec![
-        new.id.as_str().into(),
+        Arg::id(&new.id),
         new.workflow.as_str().into(),
         new.revision.as_str().into(),
         new.owner.as_str().into(),
@@ -584,8 +587,7 @@ pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Result<(Vec<Arg>, A
 /// admission took it first.
 async fn take_key(tx: &mut Tx, new: &NewRun) -> Result<bool, StoreError> {
     let Some(key) = new.idempotency_key.as_deref() else { return Ok(true) };
-    let args: Vec<Arg> =
-        vec![new.owner.as_str().into(), new.workflow.as_str().into(), key.into(), new.id.as_str().into()];
+    let args: Vec<Arg> = vec![new.owner.as_str().into(), new.workflow.as_str().into(), key.into(), Arg::id(&new.id)];
     Ok(tx.fetch_optional(INSERT_KEY, args).await?.is_some())
 }
 

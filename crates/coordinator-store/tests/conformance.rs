@@ -69,6 +69,7 @@ use batch::{
 use columns::{
     a_snapshot_is_kept_as_its_base_and_head, admissions_write_the_listing_columns,
     an_upgrade_dates_runs_already_in_attention, listing_columns_follow_the_run,
+    run_ids_are_uuids_on_postgres_and_read_back_as_text,
 };
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
@@ -228,6 +229,7 @@ conformance!(Current in observability_on_sqlite, observability_on_postgres:
     connections_the_server_dropped_are_replaced,
     sealed_key_ids_name_the_keys_of_runs_not_finished,
     a_snapshot_is_kept_as_its_base_and_head,
+    run_ids_are_uuids_on_postgres_and_read_back_as_text,
     queue_heads_are_the_oldest_claimable_due_rows,
     runs_in_attention_are_counted_by_workflow_and_reason,
 );

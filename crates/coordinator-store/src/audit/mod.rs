@@ -81,13 +81,13 @@ const APPEND_CHAINED_SQLITE: &str = "INSERT INTO audit (run_id, at, kind, step, 
 /// the sorted rows are inserted) follows it.
 const APPEND_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, more) \
      SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text, u.more \
-     FROM unnest($1::text[], $3::text[], $4::text[], $5::text[], $7::text[]) \
+     FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $7::text[]) \
      WITH ORDINALITY AS u(run_id, kind, step, detail, more, n) ORDER BY u.n";
 /// [`APPEND_PG`] with each row's position and hash, `$8` and `$9`
 /// (`append_chained`; no `prev_hash`: readers link it).
 const APPEND_CHAINED_PG: &str = "INSERT INTO audit (run_id, at, kind, step, detail, actor, more, position, hash) \
      SELECT u.run_id, $2::bigint, u.kind, u.step, u.detail, $6::text, u.more, u.position, u.hash \
-     FROM unnest($1::text[], $3::text[], $4::text[], $5::text[], $7::text[], $8::bigint[], $9::text[]) \
+     FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $7::text[], $8::bigint[], $9::text[]) \
      WITH ORDINALITY AS u(run_id, kind, step, detail, more, position, hash, n) ORDER BY u.n";
 const MOVE_HEAD: &str = "UPDATE audit_head SET position = $1, hash = $2 WHERE singleton = 1";
 /// Whether anything is pending, without a lock (the partial index `audit_pending`).
@@ -194,7 +194,7 @@ pub(crate) async fn append_entries(
 /// The rows' first entries as [`APPEND_PG`]'s `$1`–`$6` (runs, the instant, kinds, steps, details, the actor).
 fn pg_columns(at: i64, actor: Option<&str>, firsts: &[(Option<&str>, &Line<'_>)]) -> Vec<Arg> {
     vec![
-        Arg::MaybeTexts(firsts.iter().map(|(run, _)| run.map(str::to_owned)).collect()),
+        Arg::MaybeIds(firsts.iter().map(|(run, _)| run.map(str::to_owned)).collect()),
         at.into(),
         Arg::Texts(firsts.iter().map(|(_, l)| l.kind.to_owned()).collect()),
         Arg::MaybeTexts(firsts.iter().map(|(_, l)| l.step.as_deref().map(str::to_owned)).collect()),

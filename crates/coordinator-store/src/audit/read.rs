@@ -109,7 +109,8 @@ impl Store {
         let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
         // Up to GROUP_SPAN rows start before `from`; every other row holds an entry of the page.
         let row_limit = i64::from(limit) + GROUP_SPAN;
-        let args: Vec<Arg> = vec![(from - GROUP_SPAN).into(), upto.into(), run_id.into(), row_limit.into()];
+        let args: Vec<Arg> =
+            vec![(from - GROUP_SPAN).into(), upto.into(), Arg::MaybeId(run_id.map(str::to_owned)), row_limit.into()];
         let mut read = Vec::new();
         for row in tx.fetch_all(PAGE, args).await? {
             read.extend(rows::entries(&row)?);

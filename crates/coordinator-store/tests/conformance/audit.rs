@@ -462,8 +462,8 @@ pub(crate) async fn an_upgrade_chains_the_entries_written_before(db: &TestDb) {
     raw(
         db,
         &format!(
-            "INSERT INTO audit (run_id, at, kind, step, detail) VALUES ('r-old', {T0}, 'admission', NULL, 'admitted'); \
-             INSERT INTO audit (run_id, at, kind, step, detail) VALUES ('r-old', {T0}, 'dispatch', 'a', 'queued'); \
+            "INSERT INTO audit (run_id, at, kind, step, detail) VALUES ('0199c8a0-0000-7000-8000-000000000999', {T0}, 'admission', NULL, 'admitted'); \
+             INSERT INTO audit (run_id, at, kind, step, detail) VALUES ('0199c8a0-0000-7000-8000-000000000999', {T0}, 'dispatch', 'a', 'queued'); \
              INSERT INTO audit (run_id, at, kind, step, detail) VALUES (NULL, {T0}, 'hold', NULL, 'placed');"
         ),
     )

@@ -150,3 +150,31 @@ pub(crate) async fn a_snapshot_is_kept_as_its_base_and_head(db: &TestDb) {
     let Some(row) = ok(db.load(&id).await, "load") else { panic!("no run {id}") };
     assert_eq!(row.snapshot, head, "no base: the head alone");
 }
+
+/// On PostgreSQL every column holding a run id is a `uuid` (migration 0020:
+/// 16 bytes in each row and index entry, not 36 characters); on both
+/// backends a run id reads back as the hyphenated text it was given, and text
+/// that is not a UUID finds no run.
+pub(crate) async fn run_ids_are_uuids_on_postgres_and_read_back_as_text(db: &TestDb) {
+    if db.is_postgres() {
+        let text_ids = "SELECT count(*) FROM information_schema.columns c \
+             JOIN information_schema.tables t ON t.table_name = c.table_name AND t.table_schema = c.table_schema \
+             WHERE c.table_schema = current_schema() AND (c.column_name = 'run_id' OR (c.table_name = 'runs' AND c.column_name = 'id')) \
+             AND c.data_type <> 'uuid'";
+        assert_eq!(raw_count(db, text_ids).await, 0, "a run id column that is not a uuid");
+        let uuid_ids = "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() \
+             AND table_name IN ('runs', 'outbox', 'timers', 'waits', 'trigger_events', 'admission_keys', 'audit') \
+             AND column_name IN ('id', 'run_id') AND data_type = 'uuid'";
+        assert_eq!(raw_count(db, uuid_ids).await, 7);
+    }
+    let wf = workflow();
+    let id = admit(db, &wf, &run_id(1), T0).await;
+    let Some(row) = ok(db.load(&id).await, "load") else { panic!("no run {id}") };
+    assert_eq!(row.id, id);
+    let work = ok(db.work_of(&id).await, "work");
+    assert!(!work.outbox.is_empty() && !work.audit.is_empty(), "{work:?}");
+    assert!(ok(db.load("not-a-uuid").await, "load").is_none());
+    let not_a_uuid = new_run(&wf, "not-a-uuid", "alice", None, T0);
+    let refused = db.admit(&not_a_uuid, || Ok::<_, StoreError>(first(&wf, &not_a_uuid))).await;
+    assert!(matches!(refused, Err(StoreError::InvalidRunId(_))), "{refused:?}");
+}

@@ -17,7 +17,7 @@ const DEADLINE: i64 = 30 * DAY_MS + 60_000;
 
 /// A UUIDv7-shaped run id made at `ms`.
 fn id_at(ms: i64, n: u32) -> String {
-    format!("{}-7000-8000-{n:012}", run_id_bound(ms))
+    format!("{}-7000-8000-{n:012}", &run_id_bound(ms)[..13])
 }
 
 /// The whole sealed journal after `after`, and the head.
