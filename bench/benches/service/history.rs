@@ -334,14 +334,14 @@ type JournalRow = (i64, String, Option<String>, String, Option<String>);
 /// admission): what a straggler waited for.
 async fn slowest(pool: &PgPool, since: i64) -> anyhow::Result<()> {
     let run: Option<(String, i64, i64)> = sqlx::query_as(
-        "SELECT id, admitted_at, updated_at FROM runs WHERE admitted_at >= $1 ORDER BY updated_at - admitted_at DESC LIMIT 1",
+        "SELECT id::text, admitted_at, updated_at FROM runs WHERE admitted_at >= $1 ORDER BY updated_at - admitted_at DESC LIMIT 1",
     )
     .bind(since)
     .fetch_optional(pool)
     .await?;
     let Some((id, admitted, updated)) = run else { return Ok(()) };
     let rows: Vec<JournalRow> =
-        sqlx::query_as("SELECT at, kind, step, detail, more FROM audit WHERE run_id = $1 ORDER BY seq")
+        sqlx::query_as("SELECT at, kind, step, detail, more FROM audit WHERE run_id = $1::uuid ORDER BY seq")
             .bind(&id)
             .fetch_all(pool)
             .await?;
