@@ -252,6 +252,13 @@ fn pg_id(id: &str) -> uuid::Uuid {
     uuid::Uuid::try_parse(id).unwrap_or(uuid::Uuid::nil())
 }
 
+/// A run id as SQLite's text column holds it: a UUID in any form PostgreSQL's
+/// `uuid` accepts (upper case, without hyphens) as its lowercase hyphenated
+/// text, so a lookup finds the same run on both backends; other text as given.
+fn sqlite_id(id: String) -> String {
+    uuid::Uuid::try_parse(&id).map_or(id, |id| id.hyphenated().to_string())
+}
+
 impl From<&str> for Arg {
     fn from(v: &str) -> Arg {
         Arg::Text(v.to_owned())
@@ -356,8 +363,8 @@ fn bind_sqlite(sql: &str, args: Vec<Arg>) -> Result<SqliteQuery<'_>, StoreError>
             Arg::Flag(v) => q.bind(v),
             Arg::Bytes(v) => q.bind(v),
             Arg::MaybeBytes(v) => q.bind(v),
-            Arg::Id(v) => q.bind(v),
-            Arg::MaybeId(v) => q.bind(v),
+            Arg::Id(v) => q.bind(sqlite_id(v)),
+            Arg::MaybeId(v) => q.bind(v.map(sqlite_id)),
             Arg::Ids(_)
             | Arg::MaybeIds(_)
             | Arg::Texts(_)

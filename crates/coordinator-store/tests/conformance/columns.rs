@@ -153,7 +153,8 @@ pub(crate) async fn a_snapshot_is_kept_as_its_base_and_head(db: &TestDb) {
 
 /// On PostgreSQL every column holding a run id is a `uuid` (migration 0020:
 /// 16 bytes in each row and index entry, not 36 characters); on both
-/// backends a run id reads back as the hyphenated text it was given, and text
+/// backends a run id reads back as the hyphenated text it was given, the same
+/// UUID in another form (upper case, no hyphens) finds the same run, and text
 /// that is not a UUID finds no run.
 pub(crate) async fn run_ids_are_uuids_on_postgres_and_read_back_as_text(db: &TestDb) {
     if db.is_postgres() {
@@ -174,6 +175,11 @@ pub(crate) async fn run_ids_are_uuids_on_postgres_and_read_back_as_text(db: &Tes
     let work = ok(db.work_of(&id).await, "work");
     assert!(!work.outbox.is_empty() && !work.audit.is_empty(), "{work:?}");
     assert!(ok(db.load("not-a-uuid").await, "load").is_none());
+    // A UUID in another form names the same run on both backends.
+    for other in [id.to_uppercase(), id.replace('-', "")] {
+        let Some(row) = ok(db.load(&other).await, "load") else { panic!("{other} found no run") };
+        assert_eq!(row.id, id);
+    }
     let not_a_uuid = new_run(&wf, "not-a-uuid", "alice", None, T0);
     let refused = db.admit(&not_a_uuid, || Ok::<_, StoreError>(first(&wf, &not_a_uuid))).await;
     assert!(matches!(refused, Err(StoreError::InvalidRunId(_))), "{refused:?}");
