@@ -22,6 +22,7 @@ use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 
 use crate::group::{self, Gates, SqliteTx};
 use crate::hangup::{self, Hangups};
+use crate::run_ids::{pg_id, sqlite_id, uuid_as_text};
 use crate::wakeups::Announcer;
 use crate::{StoreError, fence, wakeups};
 
@@ -243,20 +244,6 @@ impl Arg {
     pub(crate) fn id(id: &str) -> Arg {
         Arg::Id(id.to_owned())
     }
-}
-
-/// A run id as PostgreSQL's `uuid` column holds it. Text that is not a UUID
-/// (no run is ever admitted with one, `run_id::validate`) becomes the nil
-/// UUID, which names no run: a lookup of it finds nothing.
-fn pg_id(id: &str) -> uuid::Uuid {
-    uuid::Uuid::try_parse(id).unwrap_or(uuid::Uuid::nil())
-}
-
-/// A run id as SQLite's text column holds it: a UUID in any form PostgreSQL's
-/// `uuid` accepts (upper case, without hyphens) as its lowercase hyphenated
-/// text, so a lookup finds the same run on both backends; other text as given.
-fn sqlite_id(id: String) -> String {
-    uuid::Uuid::try_parse(&id).map_or(id, |id| id.hyphenated().to_string())
 }
 
 impl From<&str> for Arg {
@@ -595,32 +582,6 @@ impl Row {
         };
         decoded.map_err(|e| StoreError::Corrupt(format!("column {index}: {e}")))
     }
-}
-
-/// Column `index` of `row` as text, when it is a `uuid` column and `T` is
-/// `String` or `Option<String>`; `None` otherwise.
-fn uuid_as_text<T: 'static>(row: &PgRow, index: usize) -> Option<Result<T, sqlx::Error>> {
-    use sqlx::{Column as _, TypeInfo as _};
-    use std::any::{Any, TypeId};
-    let column = row.columns().get(index)?;
-    if column.type_info().name() != "UUID" {
-        return None;
-    }
-    let text = match row.try_get::<Option<uuid::Uuid>, _>(index) {
-        Ok(id) => id.map(|id| id.hyphenated().to_string()),
-        Err(e) => return Some(Err(e)),
-    };
-    let boxed: Box<dyn Any> = if TypeId::of::<T>() == TypeId::of::<String>() {
-        match text {
-            Some(text) => Box::new(text),
-            None => return Some(Err(sqlx::Error::Decode("a NULL run id where one is required".into()))),
-        }
-    } else if TypeId::of::<T>() == TypeId::of::<Option<String>>() {
-        Box::new(text)
-    } else {
-        return None;
-    };
-    boxed.downcast::<T>().ok().map(|value| Ok(*value))
 }
 
 /// A database error as the store reports it: a unique-constraint violation is

@@ -18,7 +18,9 @@
 //! into the chain after commit, read), `runs` (admission, apply, reading one
 //! run), `listing` (pages of runs: oldest first, newest first with filters),
 //! `inbox` (the attention inbox), `snapshot_frame` (a run's snapshot in
-//! two columns: a base written rarely and a head written with every decision), `at_once` (PostgreSQL's one-statement
+//! two columns: a base written rarely and a head written with every
+//! decision), `run_ids` (run ids as `uuid` on PostgreSQL, text on SQLite),
+//! `at_once` (PostgreSQL's one-statement
 //! admission), `batch` (group commit of fenced reports), `events` (trigger
 //! events admitted, by id), `claims` (leases on outbox and timer rows),
 //! `remote` (remote workers' lanes, offers, leases and reports),
@@ -48,6 +50,7 @@ mod packages;
 mod persist;
 mod remote;
 mod retention;
+mod run_ids;
 mod runs;
 mod schema;
 pub mod snapshot_frame;

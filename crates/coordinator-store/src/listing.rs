@@ -16,10 +16,10 @@
 //!   `state <> 'finished'`, the predicate of `runs_state_listing`, since SQLite
 //!   uses a partial index only when the query names its predicate;
 //! - on PostgreSQL `runs_revision_listing` keys a run by its revision's first
-//!   16 characters, `substr(revision, 1, 16)` (migration 0019: narrower
-//!   entries, less WAL per run); a revision is the closed range of that key, `key >= $n AND
-//!   key <= $n`, with the key leading the `ORDER BY`, and the whole revision
-//!   as an equality besides. As an equality the key would leave the order to
+//!   16 characters, `revision_key!` (migration 0019: narrower entries, less
+//!   WAL per run); a revision is the closed range of that key, `key >= $n
+//!   AND key <= $n`, with the key leading the `ORDER BY`, and the whole
+//!   revision as an equality besides. As an equality the key would leave the order to
 //!   `(admitted_at, id)`, which the planner then reads from `runs_listing`,
 //!   filtering — it cannot know that a revision's runs are clustered in time,
 //!   so an old revision's page stepped over every newer run (170–240 ms at
@@ -43,6 +43,15 @@ macro_rules! run_columns {
     };
 }
 pub(crate) use run_columns;
+
+/// The key of a run in PostgreSQL's `runs_revision_listing`: its revision's
+/// first 16 characters (`sha256:` and 9 hex digits; migration 0019 indexes
+/// this very expression).
+macro_rules! revision_key {
+    () => {
+        "substr(revision, 1, 16)"
+    };
+}
 
 /// The head of every listing: filters follow as ` AND …`.
 pub(crate) const SELECT_RUNS: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE TRUE");
@@ -100,7 +109,7 @@ impl Store {
             q.push(" AND (admitted_at, id) < (").bind(c.admitted_at).push(", ").bind(Arg::id(&c.id)).push(")");
         }
         q.push(match (revision, &filter.revision) {
-            (Revision::Range, Some(_)) => " ORDER BY substr(revision, 1, 16) DESC, admitted_at DESC, id DESC",
+            (Revision::Range, Some(_)) => concat!(" ORDER BY ", revision_key!(), " DESC, admitted_at DESC, id DESC"),
             (Revision::Range | Revision::Equal, _) => " ORDER BY admitted_at DESC, id DESC",
         });
         // One more than the page: whether another run follows.
@@ -157,9 +166,9 @@ pub(crate) fn push_filter(q: &mut Query, filter: &ListFilter, revision: Revision
     match (&filter.revision, revision) {
         (Some(r), Revision::Equal) => q.push(" AND revision = ").bind(r.as_str()),
         (Some(r), Revision::Range) => q
-            .push(" AND substr(revision, 1, 16) >= substr(")
+            .push(concat!(" AND ", revision_key!(), " >= substr("))
             .bind(r.as_str())
-            .push(", 1, 16) AND substr(revision, 1, 16) <= substr(")
+            .push(concat!(", 1, 16) AND ", revision_key!(), " <= substr("))
             .bind(r.as_str())
             .push(", 1, 16) AND revision = ")
             .bind(r.as_str()),

@@ -11,9 +11,10 @@
 //! accepting and finishes the requests in progress (`crate::in_progress`:
 //! a connection with no request in progress — idle between requests, a
 //! browser's preconnect, a request head not yet complete — is closed, not
-//! waited on), then the journal is sealed to its end. All of it is bounded by the grace period; what is still in
-//! flight when it runs out is left as a crash would leave it (a lease that
-//! runs out makes a sent mutation uncertain). Dropping a `Running` aborts
+//! waited on), then the journal is sealed to its end. All of it is bounded
+//! by the grace period; what is still in flight when it runs out is left as
+//! a crash would leave it (a lease that runs out makes a sent mutation
+//! uncertain). Dropping a `Running` aborts
 //! every task at once.
 
 use std::sync::Arc;
