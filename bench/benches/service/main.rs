@@ -210,6 +210,11 @@ async fn report_unfinished(stack: &Stack, admissions: &load::Admissions, finishe
     if admissions.failed > 0 {
         println!("  {} admissions failed; first: {:?}", admissions.failed, admissions.first_failure);
     }
+    // A batch of reports that failed as a whole was applied again one by one (`committer`).
+    let whole = stack.log_text().matches("failed as a whole").count();
+    if whole > 0 {
+        println!("  {whole} batches of reports failed as a whole and were applied one by one");
+    }
     if finished < admissions.admitted {
         println!("  NOT ALL FINISHED: states {:?}", stack.observer.states().await?);
         let log = stack.log_text();

@@ -1,22 +1,26 @@
 //! Group commit: applying the fenced reports of many runs (fired timers,
 //! product answers) in ONE transaction, each with every rule of a single
-//! apply (`runs::apply_in`): the run locked, the claim's lease checked under
-//! the lock, the caller's decision made on the locked snapshot, its actions
-//! persisted, the run row moved on only from the version decided on, its audit
-//! entries written — all or nothing for the transaction as a whole.
+//! apply (`runs::apply_in`): the claim's lease held at commit, the caller's
+//! decision made on the run's current snapshot, its actions persisted, the
+//! run row moved on only from the version decided on, its audit entries
+//! written — all or nothing for the transaction as a whole.
 //!
 //! A report that cannot be applied (no run, lease lost, decision rejected)
 //! writes nothing and gets its own error; the others go on. A failure of the
-//! transaction itself (a statement refused, a version moved) is returned for
-//! the whole batch, nothing written, and the caller applies the reports one by
-//! one instead.
+//! transaction itself (a statement refused, a version moved, a lease taken
+//! while the batch decided) is returned for the whole batch, nothing
+//! written, and the caller applies the reports one by one instead.
 //!
 //! On PostgreSQL each step is one set-based statement for the whole batch
 //! (`unnest` over arrays), so a batch of a hundred reports costs about as many
-//! round trips as one. Runs are locked in id order, so two batches never wait
-//! for each other in a cycle. On SQLite the writer holds the database lock for
-//! the whole transaction and statements are in-process calls, so each report
-//! is applied with the statements of a single apply, one after another.
+//! round trips as one. Runs and leases are read without locks, decided on,
+//! then taken as they are written: the runs' update (from the version read),
+//! then the leases (`batch_leases`) — the order a single apply locks in, so
+//! a batch and a single apply never wait for each other in a cycle. A lock
+//! taken by a read would cost a WAL record per row. On SQLite the writer
+//! holds the database lock for the whole transaction and statements are
+//! in-process calls, so each report is applied with the statements of a
+//! single apply, one after another.
 //!
 //! Each run appears at most once per batch (the caller keeps a run's later
 //! reports for the next batch, in order).
@@ -29,17 +33,13 @@ use crate::eager::{self, Batched, EagerLease};
 use crate::persist::{Write, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision};
-use crate::{Store, StoreError, claims, runs, snapshot_frame, wakeups};
+use crate::{Store, StoreError, batch_leases, claims, runs, snapshot_frame, wakeups};
 
-const LOCK_RUNS_PG: &str = "SELECT id, version, snapshot, revision, trace_parent, snapshot_base FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE";
-const LEASED_TIMERS_PG: &str = "SELECT t.run_id FROM timers t \
-     JOIN unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(run_id, timer, due_at) \
-     ON t.run_id = c.run_id AND t.timer = c.timer AND t.due_at = c.due_at \
-     WHERE t.lease_owner = $4 FOR UPDATE OF t";
-const LEASED_WORK_PG: &str = "SELECT o.run_id FROM outbox o \
-     JOIN unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) AS c(run_id, step, kind, attempt) \
-     ON o.run_id = c.run_id AND o.step = c.step AND o.kind = c.kind AND o.attempt = c.attempt \
-     WHERE o.lease_owner = $5 FOR UPDATE OF o";
+/// The batch's runs, read without a lock: the update below moves a row on
+/// only from the version read (`r.version = u.version`), so a run changed
+/// meanwhile fails the batch as a whole instead of being decided twice.
+const READ_RUNS_PG: &str =
+    "SELECT id, version, snapshot, revision, trace_parent, snapshot_base FROM runs WHERE id = ANY($1)";
 /// Every decided run's row, as a single apply's `UPDATE` writes it
 /// (`attention_since` by the same rule, `runs::attention_since_sql!`). The
 /// rows are also named by `r.id = ANY($1)`, so that each partition is read
@@ -224,10 +224,14 @@ where
     Ok(Batched { results: outcome, leased })
 }
 
-/// A locked run of a PostgreSQL batch: version, snapshot, revision, trace parent.
-type Locked = (i64, Vec<u8>, String, Option<String>);
+/// A run of a PostgreSQL batch as read: version, snapshot, revision, trace parent.
+type Read = (i64, Vec<u8>, String, Option<String>);
 
-/// PostgreSQL: lock, fence, decide, write — each a statement for the whole batch.
+/// PostgreSQL: read, decide, then write — each a statement for the whole
+/// batch. The runs' rows and the claims' leases are read without locks and
+/// taken when written (the runs' update, then `batch_leases::hold`), so a
+/// report costs no lock records of its own; anything changed in between
+/// fails the batch as a whole.
 async fn batch_pg<E>(
     tx: &mut Tx,
     claims: &[Claim],
@@ -240,16 +244,16 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let ids: Vec<String> = claims.iter().map(|c| run_of(c).to_owned()).collect();
-    let mut locked: HashMap<String, Locked> = HashMap::with_capacity(claims.len());
-    for row in tx.fetch_all(LOCK_RUNS_PG, vec![Arg::Ids(ids)]).await? {
-        locked.insert(row.get(0)?, (row.get(1)?, snapshot_frame::read(&row, 2, 5)?, row.get(3)?, row.get(4)?));
+    let mut read: HashMap<String, Read> = HashMap::with_capacity(claims.len());
+    for row in tx.fetch_all(READ_RUNS_PG, vec![Arg::Ids(ids)]).await? {
+        read.insert(row.get(0)?, (row.get(1)?, snapshot_frame::read(&row, 2, 5)?, row.get(3)?, row.get(4)?));
     }
-    let leased = leased_pg(tx, claims, owner).await?;
+    let leased = batch_leases::leased(tx, claims, owner).await?;
     let mut outcome: Vec<Result<i64, StoreError>> = Vec::with_capacity(claims.len());
-    let mut decided: Vec<(&str, i64, Decision)> = Vec::with_capacity(claims.len());
+    let mut decided: Vec<(&Claim, i64, Decision)> = Vec::with_capacity(claims.len());
     for (i, claim) in claims.iter().enumerate() {
         let run_id = run_of(claim);
-        let Some((version, snapshot, _, _)) = locked.get(run_id) else {
+        let Some((version, snapshot, _, _)) = read.get(run_id) else {
             outcome.push(Err(StoreError::NotFound { what: format!("run {run_id}") }));
             continue;
         };
@@ -260,7 +264,7 @@ where
         match decide_one(decide, i, snapshot) {
             Ok(decision) => {
                 outcome.push(Ok(version + 1));
-                decided.push((run_id, *version, decision));
+                decided.push((claim, *version, decision));
             }
             Err(e) => outcome.push(Err(e)),
         }
@@ -268,23 +272,48 @@ where
     if decided.is_empty() {
         return Ok(Batched { results: outcome, leased: Vec::new() });
     }
-    let decisions: Vec<(&str, &Decision)> = decided.iter().map(|(run, _, d)| (*run, d)).collect();
-    let (journal, queued) = persist_grouped(tx, at, &decisions, owner, lease).await?;
+    update_runs(tx, at, &decided).await?;
+    let planned: Vec<Planned<'_>> = decided
+        .iter()
+        .map(|(claim, _, d)| {
+            let writes = decision_writes(&d.actions, &d.lanes);
+            Ok(Planned { run: run_of(claim), groupable: groupable(&writes)?, writes, held: d.held })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    let holding: Vec<(&Claim, bool)> = decided
+        .iter()
+        .zip(&planned)
+        .map(|((claim, _, _), p)| {
+            let finishing = matches!(claim, Claim::Work(w) if p.groupable && batch_leases::finishes(w, &p.writes));
+            (*claim, finishing)
+        })
+        .collect();
+    let held = batch_leases::hold(tx, &holding, owner).await?;
+    let (journal, queued) = persist_grouped(tx, at, planned, &held, owner, lease).await?;
     let committed = |run_id: &str| {
-        let (_, _, revision, trace_parent) = locked.get(run_id)?;
-        let (_, decision) = decisions.iter().find(|(run, _)| *run == run_id)?;
+        let (_, _, revision, trace_parent) = read.get(run_id)?;
+        let (_, _, decision) = decided.iter().find(|(claim, _, _)| run_of(claim) == run_id)?;
         Some(eager::Committed { revision, snapshot: &decision.snapshot, trace_parent: trace_parent.as_deref() })
     };
     let mut leased = Vec::new();
     for row in &queued {
         leased.extend(eager::leased_row(row, committed)?);
     }
+    // Chained here, not left pending for the sealer: one insert per entry, no later update.
+    let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
+    audit::append_chained(tx, at, None, &entries).await?;
+    Ok(Batched { results: outcome, leased: crate::claims::in_work_order(leased) })
+}
+
+/// Moves every decided run's row on from the version it was decided on (its
+/// row lock, taken here); fails the batch when one had moved meanwhile.
+async fn update_runs(tx: &mut Tx, at: i64, decided: &[(&Claim, i64, Decision)]) -> Result<(), StoreError> {
     let n = decided.len();
     let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::new(), Vec::new());
     let mut listed = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    for (run, version, d) in &decided {
+    for (claim, version, d) in decided {
         let (head, base) = snapshot_frame::columns(&d.snapshot)?;
-        columns.0.push((*run).to_owned());
+        columns.0.push(run_of(claim).to_owned());
         columns.1.push(head);
         listed.2.push(base);
         columns.2.push(d.state.as_str().to_owned());
@@ -306,49 +335,19 @@ where
     ];
     let updated = tx.execute(UPDATE_RUNS_PG, args).await?;
     if updated != u64::try_from(n).unwrap_or(u64::MAX) {
-        // Under the locks this cannot happen; if it does, nothing is written.
-        let (run_id, expected, _) = &decided[0];
-        return Err(StoreError::Stale { run_id: (*run_id).to_owned(), expected: *expected });
+        // Nothing is written: the caller applies the reports one by one.
+        let (claim, expected, _) = &decided[0];
+        return Err(StoreError::Stale { run_id: run_of(claim).to_owned(), expected: *expected });
     }
-    // Chained here, not left pending for the sealer: one insert per entry, no later update.
-    let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
-    audit::append_chained(tx, at, None, &entries).await?;
-    Ok(Batched { results: outcome, leased: crate::claims::in_work_order(leased) })
+    Ok(())
 }
 
-/// The runs whose claim in `claims` is still leased to `owner` (locking those rows).
-async fn leased_pg(tx: &mut Tx, claims: &[Claim], owner: &str) -> Result<HashSet<String>, StoreError> {
-    let mut timers = (Vec::new(), Vec::new(), Vec::new());
-    let mut work = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for claim in claims {
-        match claim {
-            Claim::Timer(t) => {
-                timers.0.push(t.run_id.clone());
-                timers.1.push(timer_key(&t.timer)?);
-                timers.2.push(t.due_at);
-            }
-            Claim::Work(w) => {
-                work.0.push(w.run_id.clone());
-                work.1.push(w.step.clone());
-                work.2.push(w.kind.as_str().to_owned());
-                work.3.push(w.attempt);
-            }
-        }
-    }
-    let mut leased = HashSet::new();
-    if !timers.0.is_empty() {
-        let args = vec![Arg::Ids(timers.0), Arg::Texts(timers.1), Arg::Ints(timers.2), owner.into()];
-        for row in tx.fetch_all(LEASED_TIMERS_PG, args).await? {
-            leased.insert(row.get::<String>(0)?);
-        }
-    }
-    if !work.0.is_empty() {
-        let args = vec![Arg::Ids(work.0), Arg::Texts(work.1), Arg::Texts(work.2), Arg::Ints(work.3), owner.into()];
-        for row in tx.fetch_all(LEASED_WORK_PG, args).await? {
-            leased.insert(row.get::<String>(0)?);
-        }
-    }
-    Ok(leased)
+/// One decided run's writes, as `persist_grouped` takes them.
+struct Planned<'a> {
+    run: &'a str,
+    writes: Vec<Write<'a>>,
+    groupable: bool,
+    held: bool,
 }
 
 /// The rows of one table a write touches, to find a decision that writes a
@@ -537,17 +536,19 @@ fn push3(v: &mut (Texts, Texts, Texts), a: String, b: String, c: String) {
     v.2.push(c);
 }
 
-/// Persists the actions of several runs' decisions (PostgreSQL; queued rows
-/// in each decision's lanes): grouped into set-based statements where a decision's writes
-/// allow it (`groupable`), else one after another in its order. Under
-/// `lease`, a grouped decision's rows a claim would take now are queued
-/// leased to `owner` (`eager::leases`). Returns every decision's audit
+/// Persists the writes of several runs' decisions (PostgreSQL; queued rows
+/// in each decision's lanes): grouped into set-based statements where a
+/// decision's writes allow it (`groupable`), else one after another in its
+/// order. A grouped delete of a row `held` already deleted is left out.
+/// Under `lease`, a grouped decision's rows a claim would take now are
+/// queued leased to `owner` (`eager::leases`). Returns every decision's audit
 /// entries, per run in order, and the grouped queued rows; notifies other
 /// processes once if any decision queued work no lease took, or set a timer.
 async fn persist_grouped<'a>(
     tx: &mut Tx,
     at: i64,
-    decisions: &[(&'a str, &'a Decision)],
+    planned: Vec<Planned<'a>>,
+    held: &batch_leases::Held<'_>,
     owner: &str,
     lease: Option<EagerLease>,
 ) -> Result<(Vec<(&'a str, Line<'a>)>, Vec<Row>), StoreError> {
@@ -557,16 +558,15 @@ async fn persist_grouped<'a>(
     let mut wakes = false;
     // The rows that may still be leased (the worker's room).
     let mut room = lease.map_or(0, |l| l.rows);
-    for (run, decision) in decisions {
-        let all: Vec<Write<'a>> = decision_writes(&decision.actions, &decision.lanes);
-        journal.extend(all.iter().filter_map(Write::journal_line).map(|line| (*run, line)));
-        if groupable(&all)? {
-            for write in &all {
-                wakes |= grouped.add_offered(run, at, write, decision.held, lease, &mut room)?;
+    for Planned { run, writes, groupable, held: run_held } in planned {
+        journal.extend(writes.iter().filter_map(Write::journal_line).map(|line| (run, line)));
+        if groupable {
+            for write in writes.iter().filter(|w| !held.done(run, w)) {
+                wakes |= grouped.add_offered(run, at, write, run_held, lease, &mut room)?;
             }
         } else {
-            wakes |= all.iter().any(|w| w.wakes(at));
-            in_order.push((run, all));
+            wakes |= writes.iter().any(|w| w.wakes(at));
+            in_order.push((run, writes));
         }
     }
     let until = lease.map_or(0, |l| l.until);

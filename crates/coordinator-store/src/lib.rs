@@ -36,6 +36,7 @@ mod active;
 mod at_once;
 mod audit;
 mod batch;
+mod batch_leases;
 mod claims;
 mod db;
 mod eager;

@@ -62,7 +62,8 @@ use audit_chain::{
     pending_entries_are_sealed_in_order_once, tampering_in_the_database_is_found_at_its_position,
 };
 use batch::{
-    a_batch_applies_each_report_as_a_single_apply_would, a_batch_of_due_timers_ends_every_run,
+    a_batch_applies_each_report_as_a_single_apply_would,
+    a_batch_fails_whole_when_a_lease_or_a_run_moves_while_it_decides, a_batch_of_due_timers_ends_every_run,
     a_batch_writes_the_listing_columns_as_single_applies_do, a_run_twice_in_one_batch_is_refused_whole,
     claims_carry_the_run_as_they_read_it,
 };
@@ -190,6 +191,7 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     a_batch_applies_each_report_as_a_single_apply_would,
     a_batch_of_due_timers_ends_every_run,
     a_run_twice_in_one_batch_is_refused_whole,
+    a_batch_fails_whole_when_a_lease_or_a_run_moves_while_it_decides,
     both_admission_paths_write_the_same_rows,
     claims_carry_the_run_as_they_read_it,
     a_batch_writes_the_listing_columns_as_single_applies_do,

@@ -1,8 +1,8 @@
 //! Group commit of the worker's reports: fired timers and product answers
 //! are queued here and applied many to a transaction
 //! (`Store::apply_fenced_batch`), each with every rule of a single fenced
-//! apply — the run locked, the claim's lease checked, the decision made on the
-//! locked snapshot, persisted, committed — before its reporter hears back.
+//! apply — the claim's lease held, the decision made on the run's current
+//! snapshot, persisted, committed — before its reporter hears back.
 //!
 //! One committer task per worker takes whatever has queued while the previous
 //! transaction committed (up to the store's `batch_limit`): under light load a batch is

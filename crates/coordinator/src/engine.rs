@@ -169,7 +169,7 @@ impl Engine {
             opened: crate::opened::Opened::new(crate::opened::CAPACITY_BYTES),
             wake: Notify::new(),
             hints: crate::hints::Hints::default(),
-            owner: format!("coordinator-{}", uuid::Uuid::now_v7()),
+            owner: crate::lease_owner::fresh(),
             metrics: Metrics::new(),
             recovery_only: false,
             retention_days: None,

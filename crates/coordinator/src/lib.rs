@@ -47,6 +47,7 @@ pub(crate) mod in_hand;
 pub(crate) mod in_progress;
 pub mod inspection;
 pub mod janitor;
+mod lease_owner;
 pub mod metrics;
 pub mod oidc;
 mod opened;

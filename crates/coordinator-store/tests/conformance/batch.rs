@@ -193,3 +193,69 @@ pub async fn a_batch_writes_the_listing_columns_as_single_applies_do(store: &Sto
     let expired = (RunState::Expired, false, None, None, None);
     assert_eq!((listed(store, &ids[0]).await, listed(store, &ids[2]).await), (expired.clone(), expired));
 }
+
+/// Runs `sql` on a connection of its own, committed before it returns, from
+/// inside a decision (a closure that cannot await): on a thread with its own
+/// runtime. Gives up after 2 s waiting for a lock, and says whether it ran.
+fn meanwhile(url: &str, sql: String) -> Result<u64, String> {
+    let url = url.to_owned();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        runtime.block_on(async {
+            use sqlx::{Connection as _, Executor as _};
+            let mut conn = sqlx::PgConnection::connect(&url).await.map_err(|e| e.to_string())?;
+            conn.execute("SET lock_timeout = '2s'").await.map_err(|e| e.to_string())?;
+            conn.execute(sql.as_str()).await.map(|done| done.rows_affected()).map_err(|e| e.to_string())
+        })
+    });
+    thread.join().unwrap_or_else(|_| Err("the thread panicked".to_owned()))
+}
+
+/// On PostgreSQL a batch reads its runs and leases without locking them and
+/// takes them as it writes (no lock record per report). Whatever moved in
+/// between — a lease taken by another worker, a run changed by another
+/// transaction — fails the batch as a whole with nothing written, so its
+/// reports are applied one by one instead. (On SQLite the batch holds the
+/// only write lock from its start: nothing can move.)
+pub async fn a_batch_fails_whole_when_a_lease_or_a_run_moves_while_it_decides(db: &super::support::TestDb) {
+    if !db.is_postgres() {
+        return;
+    }
+    let wf = workflow();
+    let ids: Vec<String> = (1..=2).map(run_id).collect();
+    for id in &ids {
+        admit(db, &wf, id, T0).await;
+    }
+    let claimed = ok(db.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
+    let claims: Vec<Claim> = claimed.into_iter().map(Claim::Work).collect();
+    assert_eq!(claims.len(), 2);
+    let event = accepted_read();
+    // The first decision takes run 1's lease; in the second batch (run 1's
+    // report now lost on its own) the first decision moves run 2.
+    let take_lease = format!("UPDATE outbox SET lease_owner = 'thief' WHERE run_id = '{}'::uuid", ids[0]);
+    let move_run = format!("UPDATE runs SET version = version + 1 WHERE id = '{}'::uuid", ids[1]);
+    for (sql, expected) in [(take_lease, "lease lost"), (move_run, "stale")] {
+        let before: Vec<_> = [ok(db.work_of(&ids[0]).await, "work"), ok(db.work_of(&ids[1]).await, "work")].into();
+        let versions = |rows: [Option<coordinator_store::RunRow>; 2]| rows.map(|r| r.map(|r| r.version));
+        let versions_before = versions([ok(db.load(&ids[0]).await, "run"), ok(db.load(&ids[1]).await, "run")]);
+        let mut moved = None;
+        let outcome = db
+            .apply_fenced_batch(&claims, "w1", T0 + 1, |_, snapshot| {
+                if moved.is_none() {
+                    moved = Some(meanwhile(&db.url, sql.clone()));
+                }
+                deciding(&wf, &event, T0 + 1)(snapshot)
+            })
+            .await;
+        assert_eq!(moved, Some(Ok(1)), "the batch must hold no lock while it decides ({expected}: {outcome:?})");
+        match (expected, &outcome) {
+            ("lease lost", Err(StoreError::LeaseLost { .. })) | ("stale", Err(StoreError::Stale { .. })) => {}
+            _ => panic!("{expected}: the batch must fail whole, got {outcome:?}"),
+        }
+        // Nothing of the batch was written: the untouched run is as it was.
+        let untouched = if expected == "stale" { 0 } else { 1 };
+        assert_eq!(ok(db.work_of(&ids[untouched]).await, "work"), before[untouched], "{expected}");
+        let after = versions([ok(db.load(&ids[0]).await, "run"), ok(db.load(&ids[1]).await, "run")]);
+        assert_eq!(after[untouched], versions_before[untouched], "{expected}");
+    }
+}
