@@ -38,6 +38,7 @@ use crate::after::{After, Note, Told};
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::handoff::{Handoff, Offer};
+use crate::in_hand::{Place, Places};
 use crate::telemetry::traces::{Live, RunTrace};
 
 /// One report waiting for its transaction.
@@ -46,6 +47,8 @@ struct Report {
     event: Event,
     wf: Arc<Workflow>,
     note: Note,
+    /// The reporting task's place in hand, handed on to what the decision queues (`in_hand`).
+    place: Option<Place>,
     done: oneshot::Sender<Result<(), EngineError>>,
 }
 
@@ -67,16 +70,19 @@ pub(crate) struct Reports {
 
 impl Reports {
     /// Applies `event` under `claim`'s fence in the next batch and returns how
-    /// that went. If the committer has stopped, it is applied on its own.
+    /// that went; the reporting task's `place` in hand goes with it, to the
+    /// work the decision queues (`in_hand`). If the committer has stopped, it
+    /// is applied on its own.
     pub(crate) async fn apply(
         &self,
         claim: Claim,
         event: Event,
         wf: Arc<Workflow>,
         note: Note,
+        place: Option<Place>,
     ) -> Result<(), EngineError> {
         let (done, result) = oneshot::channel();
-        match self.queue.send(Report { claim, event, wf, note, done }) {
+        match self.queue.send(Report { claim, event, wf, note, place, done }) {
             Ok(()) => match result.await {
                 Ok(result) => result,
                 Err(_) => Err(EngineError::Corrupt("the committer stopped before answering".into())),
@@ -130,12 +136,17 @@ fn take_batch(waiting: &mut VecDeque<Report>, limit: usize) -> Vec<Report> {
 
 /// Applies a batch in one transaction, hands over what it leased, and tells
 /// each reporter how it went.
-async fn apply_batch(engine: &Engine, batch: Vec<Report>, handoff: Option<&Handoff>) {
+async fn apply_batch(engine: &Engine, mut batch: Vec<Report>, handoff: Option<&Handoff>) {
     let now = engine.now();
     // Places for what the batch queues for at once (a report's decision mostly queues one row,
-    // an attempt with a receipt lookup two); those it leased nothing into go back after it, and
-    // rows beyond them are queued for a claim. The rest of the room stays the claim rounds'.
-    let offer = Offer::new(engine, handoff, batch.len().saturating_mul(2), now);
+    // an attempt with a receipt lookup two): the reports' own places first, then free ones;
+    // those it leased nothing into go back after it, and rows beyond them are queued for a
+    // claim. The rest of the room stays the claim rounds'.
+    let mut carried = Places::default();
+    for place in batch.iter_mut().filter_map(|report| report.place.take()) {
+        carried.join(place);
+    }
+    let offer = Offer::new(engine, handoff, batch.len().saturating_mul(2), now, carried);
     if let ([report], None) = (batch.as_slice(), &offer) {
         let result = apply_one(engine, report).await;
         finish(batch, vec![result]);

@@ -216,7 +216,8 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
     })
 }
 
-fn connection(base: &str, product: &str) -> Result<Connection, DevError> {
+/// The connection to `product`'s simulator served at `base` (its token endpoint beside it).
+pub(crate) fn connection(base: &str, product: &str) -> Result<Connection, DevError> {
     let base_url = HttpUrl::parse(&format!("{base}/sim/{product}")).map_err(|e| DevError::Io(e.to_string()))?;
     let token_endpoint = HttpUrl::parse(&format!("{base}/sim/token")).map_err(|e| DevError::Io(e.to_string()))?;
     Ok(Connection::new(

@@ -194,7 +194,7 @@ impl Engine {
     fn admission_offer(&self, now: i64) -> Option<crate::handoff::Offer> {
         let handoff = self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // A first decision mostly queues one row; what finds no place waits for a claim.
-        crate::handoff::Offer::new(self, handoff.as_ref(), 2, now)
+        crate::handoff::Offer::new(self, handoff.as_ref(), 2, now, crate::in_hand::Places::default())
     }
 
     /// `Store::admit_guarded`, leasing what the first decision queues for at

@@ -45,12 +45,24 @@ pub(crate) struct Offer {
 }
 
 impl Offer {
-    /// An offer of up to `rows` places of `handoff` for a commit at `now`;
-    /// `None` when nothing may be leased now (see the module doc).
-    pub(crate) fn new(engine: &Engine, handoff: Option<&Handoff>, rows: usize, now: i64) -> Option<Offer> {
+    /// An offer of up to `rows` places of `handoff` for a commit at `now`:
+    /// the places `carried` (reports' places handed on, `in_hand`) first, then
+    /// free ones; `None` when nothing may be leased now (see the module doc),
+    /// and the carried places go back.
+    pub(crate) fn new(
+        engine: &Engine,
+        handoff: Option<&Handoff>,
+        rows: usize,
+        now: i64,
+        carried: Places,
+    ) -> Option<Offer> {
         let handoff =
             handoff.filter(|_| engine.store.eager_dispatch() && !engine.is_draining() && !engine.is_fenced())?;
-        let places = handoff.in_hand.reserve(rows);
+        let mut places = carried;
+        while places.len() > rows {
+            drop(places.take_one());
+        }
+        places.extend(handoff.in_hand.reserve(rows - places.len()));
         let lease =
             EagerLease { scope: handoff.scope, until: now.saturating_add(handoff.lease_ms), rows: places.len() };
         (lease.rows > 0).then(|| Offer { handoff: handoff.clone(), places, lease })
@@ -83,3 +95,7 @@ pub(crate) async fn release(engine: &Engine, item: WorkItem) {
         tracing::warn!(error = %e, "giving back leased work failed; its lease runs out instead");
     }
 }
+
+#[cfg(test)]
+#[path = "handoff_tests.rs"]
+mod tests;

@@ -1,10 +1,18 @@
 //! The bound on the work a worker has in hand: claimed or leased rows not
 //! yet reported, each a product request in flight or about to be. A place is
 //! taken before a row is claimed or leased (`worker`'s claim rounds, the
-//! committer's eager leases) and held until its task ends, so however fast
-//! work is queued a worker never holds more than its bound (and no more
-//! leases than it can act on before they run out); what it cannot take stays
-//! queued for a claim — of this worker later, or of another process.
+//! committer's eager leases) and held until its task ends or hands its report
+//! to the committer, so however fast work is queued a worker never holds
+//! more than its bound (and no more leases than it can act on before they run
+//! out); what it cannot take stays queued for a claim — of this worker
+//! later, or of another process.
+//!
+//! A report's place goes with it to the committer, which offers it first to
+//! the work the report's decision queues at once ([`Places::join`]): a run's
+//! next step takes the place of the step it follows. So when every place is
+//! taken (more work queued than the worker can hold), runs already under way
+//! go on without waiting for a claim round, and the claim rounds take only
+//! the places that free up when runs end or wait.
 //!
 //! It must not decide what to claim: only how much room there is.
 
@@ -46,10 +54,31 @@ impl InHand {
 }
 
 /// Places taken together, handed out one per row.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Places(Option<OwnedSemaphorePermit>);
 
 impl Places {
+    /// Adds `place` (a task's, handed on with its report) to these. A place
+    /// of another worker's bound is not added: it goes back to its own.
+    pub(crate) fn join(&mut self, place: Place) {
+        self.add(place._held);
+    }
+
+    /// Adds `other`'s places to these (as [`Places::join`] does each).
+    pub(crate) fn extend(&mut self, other: Places) {
+        if let Some(held) = other.0 {
+            self.add(held);
+        }
+    }
+
+    fn add(&mut self, held: OwnedSemaphorePermit) {
+        match &mut self.0 {
+            None => self.0 = Some(held),
+            Some(mine) if Arc::ptr_eq(mine.semaphore(), held.semaphore()) => mine.merge(held),
+            Some(_) => drop(held),
+        }
+    }
+
     /// How many are left to hand out.
     pub(crate) fn len(&self) -> usize {
         self.0.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
@@ -65,7 +94,7 @@ impl Places {
     }
 }
 
-/// One row's place, held until its task ends.
+/// One row's place, held until its task ends or hands it on with its report.
 #[derive(Debug)]
 pub(crate) struct Place {
     _held: OwnedSemaphorePermit,
@@ -92,5 +121,25 @@ mod tests {
         assert!(last.take_one().is_some() && last.take_one().is_none() && last.len() == 0);
         assert_eq!(InHand::new(0).room(), 1, "a worker always has room for one row");
         drop(second);
+    }
+
+    #[test]
+    fn a_place_handed_on_joins_others_and_goes_back_with_them() {
+        let in_hand = InHand::new(4);
+        let (mut a, mut b) = (in_hand.reserve(1), in_hand.reserve(1));
+        let (first, second) = (a.take_one(), b.take_one());
+        let mut joined = Places::default();
+        for place in [first, second].into_iter().flatten() {
+            joined.join(place);
+        }
+        joined.join(InHand::new(1).reserve(1).take_one().unwrap_or_else(|| panic!("a place")));
+        assert_eq!((joined.len(), in_hand.room()), (2, 2), "another bound's place is not joined");
+        let third = in_hand.reserve(1).take_one();
+        assert_eq!(in_hand.room(), 1);
+        let one = joined.take_one();
+        drop(joined);
+        assert_eq!(in_hand.room(), 2, "the places not handed out go back");
+        drop((one, third));
+        assert_eq!(in_hand.room(), 4);
     }
 }

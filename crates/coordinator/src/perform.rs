@@ -32,15 +32,18 @@ use crate::committer::Reports;
 use crate::drain::InFlight;
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::in_hand::Place;
 use crate::telemetry::traces::{Live, RunTrace};
 
 /// Does what an outbox row asks and reports the answer (in the committer's
-/// next batch); while draining, gives an unsent claim back instead.
+/// next batch, with the work's `place` in hand); while draining, gives an
+/// unsent claim back instead.
 pub(crate) async fn perform(
     engine: &Engine,
     reports: &Reports,
     item: WorkItem,
     run: ClaimedRun,
+    place: Option<Place>,
 ) -> Result<(), EngineError> {
     if let Some(lane) = remote_lane(engine, &item, &run).await? {
         return to_lane(engine, reports, item, run, lane).await;
@@ -48,7 +51,7 @@ pub(crate) async fn perform(
     match answer(engine, &item, &run).await? {
         Some((event, wf, reason)) => {
             let note = Note { trace_parent: run.trace_parent, reason, remark: None };
-            let applied = reports.apply(Claim::Work(item.clone()), event, wf, note).await;
+            let applied = reports.apply(Claim::Work(item.clone()), event, wf, note, place).await;
             if crate::fence::lost_lease(&applied) {
                 engine.judge_lost_lease(&item).await;
             }
@@ -93,7 +96,7 @@ async fn to_lane(
         let reason =
             Some("acquired by a remote worker whose lease ran out without a report; not sent again".to_owned());
         let note = Note { trace_parent: run.trace_parent, reason, remark: None };
-        return reports.apply(Claim::Work(item), event, wf, note).await;
+        return reports.apply(Claim::Work(item), event, wf, note, None).await;
     }
     let relaned = engine.store.relane(&item, &engine.owner, Some(&lane)).await?;
     if relaned {

@@ -30,23 +30,13 @@ async fn engine(dir: &std::path::Path) -> Arc<Engine> {
     engine_at(dir, "http://127.0.0.1:9", 1).await
 }
 
-/// An engine on a fresh SQLite store with the flagship active and `runs`
-/// runs admitted; every connection (token endpoint and product) is on `base`.
-pub(crate) async fn engine_at(dir: &std::path::Path, base: &str, runs: usize) -> Arc<Engine> {
-    let store = match Store::connect(&format!("sqlite://{}?mode=rwc", dir.join("c.db").display())).await {
-        Ok(store) => store,
-        Err(e) => panic!("store: {e}"),
-    };
-    assert!(store.migrate().await.is_ok());
-    let project = repo().join("examples/reviewed-notice");
-    let checked = match check_project(&ProjectDir::new(project)).map(|r| r.checked) {
+/// Checks the project at `dir`, stores its package and activates it on `store`.
+pub(crate) async fn install(store: &Store, dir: &std::path::Path) -> (coordinator_core::check::Checked, String) {
+    let checked = match check_project(&ProjectDir::new(dir.to_path_buf())).map(|r| r.checked) {
         Ok(Some(checked)) => checked,
-        other => panic!("the flagship does not check: {other:?}"),
+        other => panic!("{} does not check: {other:?}", dir.display()),
     };
-    let built = match package::build(&checked, "test") {
-        Ok(built) => built,
-        Err(e) => panic!("package: {e}"),
-    };
+    let built = package::build(&checked, "test").unwrap_or_else(|e| panic!("package: {e}"));
     let workflow = checked.definition.workflow.clone();
     let stored = Package {
         revision: checked.revision.clone(),
@@ -56,6 +46,18 @@ pub(crate) async fn engine_at(dir: &std::path::Path, base: &str, runs: usize) ->
     };
     assert!(store.put_package(&stored).await.is_ok());
     assert!(store.activate(&workflow, &checked.revision, crate::engine::now_ms(), None).await.is_ok());
+    (checked, workflow)
+}
+
+/// An engine on a fresh SQLite store with the flagship active and `runs`
+/// runs admitted; every connection (token endpoint and product) is on `base`.
+pub(crate) async fn engine_at(dir: &std::path::Path, base: &str, runs: usize) -> Arc<Engine> {
+    let store = match Store::connect(&format!("sqlite://{}?mode=rwc", dir.join("c.db").display())).await {
+        Ok(store) => store,
+        Err(e) => panic!("store: {e}"),
+    };
+    assert!(store.migrate().await.is_ok());
+    let (checked, workflow) = install(&store, &repo().join("examples/reviewed-notice")).await;
     let url = |path: &str| match HttpUrl::parse(&format!("{base}/{path}")) {
         Ok(url) => url,
         Err(e) => panic!("url: {e}"),
@@ -118,7 +120,7 @@ async fn a_claim_not_yet_sent_when_draining_begins_is_given_back_and_taken_again
     assert_eq!(claimed.len(), 1, "the first read is due");
     let (item, run) = claimed.remove(0);
     engine.drain.begin();
-    assert!(perform(&engine, &reports, item.clone(), run).await.is_ok());
+    assert!(perform(&engine, &reports, item.clone(), run, None).await.is_ok());
     assert_eq!(engine.drain.in_flight(), 0);
     // Given back: claimable at once (its lease has not run out), and not as a reclaimed row.
     let again = claim(&engine).await;
@@ -135,7 +137,7 @@ async fn outside_a_drain_the_same_claim_is_acted_on_and_its_answer_applied() {
     let (reports, committer) = committer::start(Arc::clone(&engine), None);
     let mut claimed = claim(&engine).await;
     let (item, run) = claimed.remove(0);
-    assert!(perform(&engine, &reports, item, run).await.is_ok());
+    assert!(perform(&engine, &reports, item, run, None).await.is_ok());
     // Nothing was listening on the port: the token request was refused, so
     // nothing was sent and the read is queued again for later (retryable).
     let again = claim(&engine).await;

@@ -193,14 +193,13 @@ pub async fn run_with(engine: Arc<Engine>, options: WorkerOptions) {
 }
 
 /// Starts a task doing claimed or leased work: its request and its report,
-/// holding the work's place until it ends.
+/// holding the work's place until it ends or hands it on with its report.
 fn start(engine: &Arc<Engine>, reports: &Reports, tasks: &mut JoinSet<()>, (item, run, place): Leased) {
     engine.metrics().dispatch_delay("in-process", run.due_at, engine.now());
     let (engine, reports) = (Arc::clone(engine), reports.clone());
     tasks.spawn(async move {
-        let _place = place;
         let kind = item.kind.as_str();
-        let result = crate::perform::perform(&engine, &reports, item, run).await;
+        let result = crate::perform::perform(&engine, &reports, item, run, Some(place)).await;
         report(result, kind);
     });
 }
@@ -286,7 +285,7 @@ async fn fire(engine: &Engine, reports: &Reports, timer: TimerItem) -> Result<()
     let wf = engine.workflow(&timer.revision).await?;
     let event = Event::TimerDue { timer: timer.timer.clone() };
     let note = Note { trace_parent: timer.trace_parent.clone(), ..Note::default() };
-    reports.apply(Claim::Timer(timer), event, wf, note).await
+    reports.apply(Claim::Timer(timer), event, wf, note, None).await
 }
 
 /// Withdraws the worker's hand-over from admissions when dropped (the worker stopped or was aborted).
