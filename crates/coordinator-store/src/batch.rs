@@ -277,7 +277,7 @@ where
         .iter()
         .map(|(claim, _, d)| {
             let writes = decision_writes(&d.actions, &d.lanes);
-            Ok(Planned { run: run_of(claim), groupable: groupable(&writes)?, writes, held: d.held })
+            Ok(Planned { run: run_of(claim), groupable: groupable(&writes)?, writes, on_hold: d.held })
         })
         .collect::<Result<_, StoreError>>()?;
     let holding: Vec<(&Claim, bool)> = decided
@@ -347,7 +347,8 @@ struct Planned<'a> {
     run: &'a str,
     writes: Vec<Write<'a>>,
     groupable: bool,
-    held: bool,
+    /// The run is under an operator's hold (`Decision::held`).
+    on_hold: bool,
 }
 
 /// The rows of one table a write touches, to find a decision that writes a
@@ -558,11 +559,11 @@ async fn persist_grouped<'a>(
     let mut wakes = false;
     // The rows that may still be leased (the worker's room).
     let mut room = lease.map_or(0, |l| l.rows);
-    for Planned { run, writes, groupable, held: run_held } in planned {
+    for Planned { run, writes, groupable, on_hold } in planned {
         journal.extend(writes.iter().filter_map(Write::journal_line).map(|line| (run, line)));
         if groupable {
             for write in writes.iter().filter(|w| !held.done(run, w)) {
-                wakes |= grouped.add_offered(run, at, write, run_held, lease, &mut room)?;
+                wakes |= grouped.add_offered(run, at, write, on_hold, lease, &mut room)?;
             }
         } else {
             wakes |= writes.iter().any(|w| w.wakes(at));

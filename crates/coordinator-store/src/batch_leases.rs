@@ -132,13 +132,11 @@ pub(crate) async fn hold<'a>(tx: &mut Tx, decided: &[(&'a Claim, bool)], owner: 
         }
     }
     let (timers, work) = columns(locking.clone())?;
-    for (sql, args, expected) in [
-        (LOCK_TIMERS, timer_args(timers.clone(), owner), timers.0.len()),
-        (LOCK_WORK, work_args(work.clone(), owner), work.0.len()),
-    ] {
-        if expected > 0 && tx.fetch_all(sql, args).await?.len() != expected {
-            return Err(lost(locking.clone().next()));
-        }
+    let (n_timers, n_work) = (timers.0.len(), work.0.len());
+    let timers_held = n_timers == 0 || tx.fetch_all(LOCK_TIMERS, timer_args(timers, owner)).await?.len() == n_timers;
+    let work_held = n_work == 0 || tx.fetch_all(LOCK_WORK, work_args(work, owner)).await?.len() == n_work;
+    if !(timers_held && work_held) {
+        return Err(lost(locking.clone().next()));
     }
     Ok(held)
 }
