@@ -8,13 +8,15 @@
 //! - redirects are never followed (a 3xx is a refusal `http-3xx`), so a request is
 //!   only ever sent to the configured product;
 //! - no proxy from the environment, so "could not connect" means the product;
-//! - an operation is only written to a connection opened for it (no idle
-//!   connection is reused), so a reset on a stale pooled connection cannot turn
-//!   an unsent operation into an uncertain one;
+//! - a mutation or an evaluation is only written to a connection opened for it
+//!   (no idle connection is reused), so a reset on a stale pooled connection
+//!   cannot turn an unsent effect into an uncertain one ([`Sending::Keyed`]);
 //! - requests that change nothing — token requests, receipt lookups,
-//!   completion observations — reuse idle connections (for at most
+//!   completion observations, and operations whose effect is a read
+//!   ([`Sending::Read`]) — reuse idle connections (for at most
 //!   [`IDLE_TIMEOUT`]): a failure there is only "no token" (the operation is
-//!   not sent, retryable) or "unavailable", never an uncertain effect;
+//!   not sent, retryable), "unavailable", or an uncertain read, which the state
+//!   machine reads again — never an uncertain effect;
 //! - reqwest's default retry is kept: it resends only on HTTP/2 protocol NACKs
 //!   (`REFUSED_STREAM`, graceful `GOAWAY`), which RFC 9113 §8.7 defines as "not
 //!   processed".
@@ -26,6 +28,7 @@ use std::time::Duration;
 
 use coordinator_core::machine::event::{CallAnswer, Observation, ReceiptAnswer};
 use coordinator_core::machine::run::Command;
+use coordinator_core::model::catalog::Effect;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use reqwest::{RequestBuilder, Response, Url};
 use serde_json::Value;
@@ -41,8 +44,31 @@ const RUN_ID: HeaderName = HeaderName::from_static("coordinator-run-id");
 const ATTEMPT: HeaderName = HeaderName::from_static("coordinator-attempt");
 const TRACEPARENT: HeaderName = HeaderName::from_static(Traceparent::HEADER);
 
-/// How long an idle connection is kept for requests that change nothing.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an idle connection is kept for requests that change nothing: under
+/// the 5 s after which common servers close an idle connection, so a socket the
+/// product has already closed is seldom picked (such a read is read again).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// How an operation goes out, from the effect its catalog declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sending {
+    /// A read: no `Idempotency-Key`, and an idle connection is reused when one is
+    /// at hand. Nothing changes if it is sent twice, and an uncertain read is
+    /// only read again.
+    Read,
+    /// A mutation or an evaluation: sent with its `Idempotency-Key` on a
+    /// connection opened for it.
+    Keyed,
+}
+
+impl From<Effect> for Sending {
+    fn from(effect: Effect) -> Self {
+        match effect {
+            Effect::Read => Sending::Read,
+            Effect::Mutation | Effect::Evaluation | Effect::ProposalAction => Sending::Keyed,
+        }
+    }
+}
 
 /// Sends protocol requests to products. One per process is enough: it keeps
 /// HTTP clients per distinct pair of timeouts.
@@ -54,9 +80,9 @@ pub struct ProductClient {
 /// The HTTP clients of one pair of timeouts.
 #[derive(Clone)]
 struct Clients {
-    /// Opens a connection per request: operations.
+    /// Opens a connection per request: mutations and evaluations.
     fresh: reqwest::Client,
-    /// Reuses idle connections: tokens, receipts, observations.
+    /// Reuses idle connections: tokens, receipts, observations, reads.
     pooled: reqwest::Client,
 }
 
@@ -78,8 +104,9 @@ impl ProductClient {
 
     /// Runs one attempt of an operation: `POST {base}/v1/operations/{name}/v{N}`
     /// with the command's input as the body. `operation` is `<name>/v<N>` without
-    /// the product (`submit-message/v1`); the connection is the product. `send_key`
-    /// adds `Idempotency-Key` (mutations and evaluations).
+    /// the product (`submit-message/v1`); the connection is the product. `sending`
+    /// says whether it carries the `Idempotency-Key` (mutations and evaluations)
+    /// and may go out on an idle connection (reads, [`Sending`]).
     ///
     /// Classification (SPEC §3):
     /// - 2xx → `Accepted`. A 2xx whose body is not `{"output": …, "completions":
@@ -104,9 +131,9 @@ impl ProductClient {
         command: &Command,
         run_id: &str,
         attempt: u32,
-        send_key: bool,
+        sending: Sending,
     ) -> CallAnswer {
-        self.call_explained(conn, operation, command, run_id, attempt, send_key).await.answer
+        self.call_explained(conn, operation, command, run_id, attempt, sending).await.answer
     }
 
     /// [`ProductClient::call`] with the reason for the classification.
@@ -117,9 +144,9 @@ impl ProductClient {
         command: &Command,
         run_id: &str,
         attempt: u32,
-        send_key: bool,
+        sending: Sending,
     ) -> Explained<CallAnswer> {
-        self.call_traced(conn, operation, command, run_id, attempt, send_key, None).await
+        self.call_traced(conn, operation, command, run_id, attempt, sending, None).await
     }
 
     /// [`ProductClient::call_explained`] sending `trace` as the `traceparent` header.
@@ -131,7 +158,7 @@ impl ProductClient {
         command: &Command,
         run_id: &str,
         attempt: u32,
-        send_key: bool,
+        sending: Sending,
         trace: Option<Traceparent>,
     ) -> Explained<CallAnswer> {
         let unsendable = |what| Explained {
@@ -149,7 +176,7 @@ impl ProductClient {
         let (Some(run_id), Some(attempt)) = (header(run_id), header(&attempt.to_string())) else {
             return unsendable("the run id is not a header value");
         };
-        let key = match send_key.then(|| header(&command.idempotency_key)) {
+        let key = match (sending == Sending::Keyed).then(|| header(&command.idempotency_key)) {
             None => None,
             Some(Some(key)) => Some(key),
             Some(None) => return unsendable("the idempotency key is not a header value"),
@@ -165,8 +192,11 @@ impl ProductClient {
             Ok(token) => token,
             Err(e) => return not_sent(Reason::Token(e)),
         };
-        let mut request = http
-            .fresh
+        let client = match sending {
+            Sending::Read => &http.pooled,
+            Sending::Keyed => &http.fresh,
+        };
+        let mut request = client
             .post(url)
             .bearer_auth(token.expose())
             .header(CONTENT_TYPE, "application/json")

@@ -30,7 +30,7 @@ mod traceparent;
 
 pub use assertion::{ASSERTION_TYPE, AssertionKey, SigningFailed, UnusableKey};
 pub use classify::{AnswerKind, BodyFailure, Explained, Reason, UNSENDABLE};
-pub use client::ProductClient;
+pub use client::{ProductClient, Sending};
 pub use connection::{Connection, TokenSource};
 pub use endpoint::{HttpUrl, UrlError};
 pub use secret::Secret;

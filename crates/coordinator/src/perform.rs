@@ -211,13 +211,12 @@ async fn attempt(
         let reason = "claimed before and never reported; not sent again".to_owned();
         return Ok(Some((Event::CallAnswered { step, attempt, answer: CallAnswer::Uncertain }, Some(reason))));
     }
-    let send_key = matches!(target.effect, Effect::Mutation | Effect::Evaluation);
     let Some(sending) = request.begin("product attempt", &target) else { return Ok(None) };
     let trace = Some(request.trace.traceparent(&sending.span));
     tracing::debug!(run_id = %item.run_id, step = %item.step, attempt, "sending attempt");
     let explained = engine
         .products
-        .call_traced(target.conn, &target.operation, &call.command, &run.id, attempt, send_key, trace)
+        .call_traced(target.conn, &target.operation, &call.command, &run.id, attempt, target.effect.into(), trace)
         .await;
     let reason = request.end(sending, "attempt", &target, &explained);
     Ok(Some((Event::CallAnswered { step, attempt, answer: explained.answer }, Some(reason))))

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use coordinator_core::machine::event::CallAnswer;
-use coordinator_products::{BodyFailure, Explained, ProductClient, Reason, UNSENDABLE};
+use coordinator_products::{BodyFailure, Explained, ProductClient, Reason, Sending, UNSENDABLE};
 use serde_json::{Value, json};
 
 use crate::support::{self, Product, RUN_ID, Reply, command, nothing_listening, raw, reply, static_connection, url};
@@ -13,7 +13,7 @@ const OPERATION: &str = "submit-message/v1";
 
 async fn call_product(product: &Product) -> Explained<CallAnswer> {
     let command = command(json!({"recipient": "r-1", "text": "hello"}));
-    ProductClient::new().call_explained(&product.connection(), OPERATION, &command, RUN_ID, 1, true).await
+    ProductClient::new().call_explained(&product.connection(), OPERATION, &command, RUN_ID, 1, Sending::Keyed).await
 }
 
 async fn answer_to(status: u16, headers: &'static [(&'static str, &'static str)], body: &'static str) -> CallAnswer {
@@ -103,7 +103,8 @@ async fn no_response_within_the_request_timeout_is_uncertain() {
     let product = Product::start(|_| Reply::Hang).await;
     let conn = product.connection().with_timeouts(Duration::from_millis(200), Duration::from_millis(200));
     let started = Instant::now();
-    let explained = ProductClient::new().call_explained(&conn, OPERATION, &command(json!({})), RUN_ID, 1, true).await;
+    let explained =
+        ProductClient::new().call_explained(&conn, OPERATION, &command(json!({})), RUN_ID, 1, Sending::Keyed).await;
     assert_eq!(explained.answer, CallAnswer::Uncertain);
     assert_eq!(explained.reason, Reason::TimedOut);
     assert_eq!(product.requests().len(), 1, "the request reached the product");
@@ -139,7 +140,8 @@ async fn a_truncated_body_is_uncertain() {
 async fn a_body_over_the_limit_is_uncertain() {
     let product = Product::start(|_| reply(200, &[], r#"{"output": "a long enough output"}"#)).await;
     let client = ProductClient::new().with_max_response_bytes(16);
-    let explained = client.call_explained(&product.connection(), OPERATION, &command(json!({})), RUN_ID, 1, true).await;
+    let explained =
+        client.call_explained(&product.connection(), OPERATION, &command(json!({})), RUN_ID, 1, Sending::Keyed).await;
     assert_eq!(explained.answer, CallAnswer::Uncertain);
     assert_eq!(explained.reason, Reason::BodyUnreadable { status: 200, failure: BodyFailure::TooLarge { limit: 16 } });
 }
@@ -170,7 +172,8 @@ async fn a_connect_timeout_is_retryable() {
     let (base, _listener) = support::unanswered().await;
     let conn = static_connection(base).with_timeouts(Duration::from_millis(200), Duration::from_secs(10));
     let started = Instant::now();
-    let explained = ProductClient::new().call_explained(&conn, OPERATION, &command(json!({})), RUN_ID, 1, true).await;
+    let explained =
+        ProductClient::new().call_explained(&conn, OPERATION, &command(json!({})), RUN_ID, 1, Sending::Keyed).await;
     assert_eq!(explained.answer, retryable(None));
     assert_eq!(explained.reason, Reason::NotConnected);
     let elapsed = started.elapsed();
@@ -185,15 +188,15 @@ async fn an_unsendable_request_is_refused_without_sending_or_asking_for_a_token(
     let conn = product.connection();
     let input = command(json!({}));
     for operation in ["submit-message", "messaging/submit-message/v1", "../v1", "submit-message/1"] {
-        let explained = client.call_explained(&conn, operation, &input, RUN_ID, 1, true).await;
+        let explained = client.call_explained(&conn, operation, &input, RUN_ID, 1, Sending::Keyed).await;
         assert_eq!(explained.answer, refused(UNSENDABLE), "{operation}");
     }
-    let explained = client.call_explained(&conn, OPERATION, &input, "run\nid", 1, true).await;
+    let explained = client.call_explained(&conn, OPERATION, &input, "run\nid", 1, Sending::Keyed).await;
     assert_eq!(explained.answer, refused(UNSENDABLE));
     assert!(product.requests().is_empty() && product.token_requests().is_empty());
 }
 
 async fn call_static(base: &coordinator_products::HttpUrl) -> Explained<CallAnswer> {
     let conn = support::static_connection(base.clone());
-    ProductClient::new().call_explained(&conn, OPERATION, &command(json!({"a": 1})), RUN_ID, 1, true).await
+    ProductClient::new().call_explained(&conn, OPERATION, &command(json!({"a": 1})), RUN_ID, 1, Sending::Keyed).await
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use coordinator_products::{ProductClient, TokenSource};
+use coordinator_products::{ProductClient, Sending, TokenSource};
 use serde_json::json;
 
 use crate::support::{CLIENT_SECRET, Product, RUN_ID, Recorded, Reply, Tokens, command, nothing_listening, reply, url};
@@ -27,7 +27,7 @@ fn echo(status: u16, r: &Recorded) -> Reply {
 async fn renderings(conn: &coordinator_products::Connection) -> Vec<String> {
     let client = ProductClient::new().with_max_response_bytes(4096);
     let input = command(json!({"text": PAYLOAD}));
-    let call = client.call_explained(conn, "submit-message/v1", &input, RUN_ID, 1, true).await;
+    let call = client.call_explained(conn, "submit-message/v1", &input, RUN_ID, 1, Sending::Keyed).await;
     let receipt = client.receipt_explained(conn, "k").await;
     let observation = client.observe_explained(conn, "result", "r-1").await;
     let mut out = vec![

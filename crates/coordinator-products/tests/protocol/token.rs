@@ -2,7 +2,7 @@
 //! form, nothing sent without a token, and the protocol headers of an operation.
 
 use coordinator_core::machine::event::{CallAnswer, Observation, ReceiptAnswer};
-use coordinator_products::{ProductClient, Reason, Secret, TokenError, TokenSource};
+use coordinator_products::{ProductClient, Reason, Secret, Sending, TokenError, TokenSource};
 use serde_json::json;
 
 use crate::support::{
@@ -18,7 +18,7 @@ async fn every_attempt_gets_a_fresh_token() {
     let conn = product.connection();
     let input = command(json!({"text": "hi"}));
     for attempt in 1..=2 {
-        let answer = client.call(&conn, "submit-message/v1", &input, RUN_ID, attempt, true).await;
+        let answer = client.call(&conn, "submit-message/v1", &input, RUN_ID, attempt, Sending::Keyed).await;
         assert!(matches!(answer, CallAnswer::Accepted { .. }), "{answer:?}");
     }
     assert_eq!(product.token_requests().len(), 2, "one token request per attempt");
@@ -32,7 +32,7 @@ async fn every_attempt_gets_a_fresh_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn operations_get_connections_of_their_own_and_lookups_reuse_idle_ones() {
+async fn effects_get_connections_of_their_own_and_reads_and_lookups_reuse_idle_ones() {
     let product = Product::start(|r| {
         if r.path.contains("/v1/completions/") {
             reply(200, &[], r#"{"state": "pending"}"#)
@@ -45,7 +45,9 @@ async fn operations_get_connections_of_their_own_and_lookups_reuse_idle_ones() {
     let conn = product.connection();
     let input = command(json!({"text": "hi"}));
     for attempt in 1..=3 {
-        let answer = client.call(&conn, "submit-message/v1", &input, RUN_ID, attempt, true).await;
+        let answer = client.call(&conn, "submit-message/v1", &input, RUN_ID, attempt, Sending::Keyed).await;
+        assert!(matches!(answer, CallAnswer::Accepted { .. }), "{answer:?}");
+        let answer = client.call(&conn, "read-record/v1", &input, RUN_ID, attempt, Sending::Read).await;
         assert!(matches!(answer, CallAnswer::Accepted { .. }), "{answer:?}");
     }
     for _ in 0..2 {
@@ -53,27 +55,28 @@ async fn operations_get_connections_of_their_own_and_lookups_reuse_idle_ones() {
         assert_eq!(client.observe(&conn, "result", "r-1").await, Observation::Pending);
     }
     let requests = product.requests();
-    let operations: Vec<_> = requests.iter().filter(|r| r.path.contains("/v1/operations/")).map(|r| r.peer).collect();
+    let peers = |path: &str| -> Vec<_> { requests.iter().filter(|r| r.path.contains(path)).map(|r| r.peer).collect() };
+    let (effects, reads) = (peers("/v1/operations/submit-message/"), peers("/v1/operations/read-record/"));
     let lookups: Vec<_> = requests.iter().filter(|r| !r.path.contains("/v1/operations/")).map(|r| r.peer).collect();
     let tokens: Vec<_> = product.token_requests().iter().map(|r| r.peer).collect();
-    assert_eq!((operations.len(), lookups.len(), tokens.len()), (3, 4, 7));
-    // Every operation went out on a connection nothing else used.
-    for (i, peer) in operations.iter().enumerate() {
+    assert_eq!((effects.len(), reads.len(), lookups.len(), tokens.len()), (3, 3, 4, 10));
+    // Every mutation went out on a connection nothing else used.
+    for (i, peer) in effects.iter().enumerate() {
         let shared = requests.iter().filter(|r| r.peer == *peer).count() + tokens.iter().filter(|p| *p == peer).count();
-        assert_eq!(shared, 1, "operation {i} shared its connection {peer}");
+        assert_eq!(shared, 1, "mutation {i} shared its connection {peer}");
     }
-    // Tokens and lookups change nothing: they reuse idle connections.
-    let mut reused: Vec<_> = tokens.iter().chain(&lookups).collect();
+    // Tokens, reads and lookups change nothing: they reuse idle connections.
+    let mut reused: Vec<_> = tokens.iter().chain(&reads).chain(&lookups).collect();
     reused.sort();
     reused.dedup();
-    assert!(reused.len() < 3, "11 token and lookup requests on {} connections", reused.len());
+    assert!(reused.len() < 3, "17 token, read and lookup requests on {} connections", reused.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_request_is_a_client_credentials_grant() {
     let product = Product::start(|_| reply(200, &[], ACCEPTED)).await;
     let _ = ProductClient::new()
-        .call(&product.connection(), "submit-message/v1", &command(json!({})), RUN_ID, 1, true)
+        .call(&product.connection(), "submit-message/v1", &command(json!({})), RUN_ID, 1, Sending::Keyed)
         .await;
     let requests = product.token_requests();
     let [request] = requests.as_slice() else { panic!("{} token requests", requests.len()) };
@@ -103,7 +106,8 @@ async fn without_a_token_nothing_is_sent_and_the_call_is_retryable() {
             *token_endpoint = endpoint;
         }
         let client = ProductClient::new();
-        let explained = client.call_explained(&conn, "submit-message/v1", &command(json!({})), RUN_ID, 1, true).await;
+        let explained =
+            client.call_explained(&conn, "submit-message/v1", &command(json!({})), RUN_ID, 1, Sending::Keyed).await;
         assert_eq!(explained.answer, CallAnswer::Retryable { retry_after_seconds: None }, "{expected:?}");
         assert_eq!(explained.reason, Reason::Token(expected));
         assert_eq!(client.receipt(&conn, "k").await, ReceiptAnswer::Unavailable);
@@ -117,8 +121,8 @@ async fn an_operation_carries_the_protocol_headers_and_the_command() {
     let product = Product::start(|_| reply(200, &[], ACCEPTED)).await;
     let client = ProductClient::new();
     let input = command(json!({"recipient": "r-1", "text": "hello"}));
-    let _ = client.call(&product.connection(), "submit-message/v1", &input, RUN_ID, 3, true).await;
-    let _ = client.call(&product.connection(), "read-record/v1", &input, RUN_ID, 4, false).await;
+    let _ = client.call(&product.connection(), "submit-message/v1", &input, RUN_ID, 3, Sending::Keyed).await;
+    let _ = client.call(&product.connection(), "read-record/v1", &input, RUN_ID, 4, Sending::Read).await;
     let requests = product.requests();
     let [keyed, unkeyed] = requests.as_slice() else { panic!("{} requests", requests.len()) };
 
@@ -140,15 +144,17 @@ async fn an_operation_carries_the_protocol_headers_and_the_command() {
 async fn a_static_token_is_sent_as_is_without_a_token_request() {
     let product = Product::start(|_| reply(200, &[], ACCEPTED)).await;
     let conn = static_connection(product.base());
-    let answer = ProductClient::new().call(&conn, "submit-message/v1", &command(json!({})), RUN_ID, 1, true).await;
+    let answer =
+        ProductClient::new().call(&conn, "submit-message/v1", &command(json!({})), RUN_ID, 1, Sending::Keyed).await;
     assert!(matches!(answer, CallAnswer::Accepted { .. }));
     assert_eq!(product.requests()[0].header("authorization").as_deref(), Some("Bearer static-token"));
     assert!(product.token_requests().is_empty());
 
     // A static token that cannot be a header value is a credential failure, not a send.
     let conn = connection(product.base(), TokenSource::Static(Secret::new("two words")));
-    let explained =
-        ProductClient::new().call_explained(&conn, "submit-message/v1", &command(json!({})), RUN_ID, 2, true).await;
+    let explained = ProductClient::new()
+        .call_explained(&conn, "submit-message/v1", &command(json!({})), RUN_ID, 2, Sending::Keyed)
+        .await;
     assert_eq!(explained.reason, Reason::Token(TokenError::Unusable));
     assert_eq!(product.requests().len(), 1);
 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use coordinator_core::machine::run::Command;
-use coordinator_products::{AnswerKind, Connection, Explained, Traceparent};
+use coordinator_products::{AnswerKind, Connection, Explained, Sending, Traceparent};
 use coordinator_proto::v1::{AcquireTaskLeaseRequest, RenewTaskLeaseRequest, ReportTaskResultRequest, Task, TaskKind};
 use tonic::Code;
 
@@ -107,7 +107,7 @@ async fn request(shared: &Shared, connection: &Connection, task: &Task, ask: Ask
                     &command,
                     &task.run_id,
                     attempt,
-                    task.send_idempotency_key,
+                    if task.send_idempotency_key { Sending::Keyed } else { Sending::Read },
                     trace,
                 )
                 .await;
