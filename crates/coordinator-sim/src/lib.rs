@@ -134,10 +134,12 @@ pub fn app(sims: &Simulators) -> Router {
     Router::new().nest("/sim", sim)
 }
 
-/// Serves [`app`] on `listener` until the server fails.
+/// Serves [`app`] on `listener` until the server fails. Its routes are made
+/// ready once (`into_make_service`), not for every connection accepted: the
+/// coordinator opens a connection for every mutation it sends.
 ///
 /// # Errors
 /// The listener's IO error.
 pub async fn serve(listener: tokio::net::TcpListener, sims: &Simulators) -> std::io::Result<()> {
-    axum::serve(listener, app(sims)).await
+    axum::serve(listener, app(sims).into_make_service()).await
 }

@@ -64,7 +64,9 @@ impl Running {
     ) -> Running {
         let (stop_server, stopped) = oneshot::channel::<()>();
         let requests = InProgress::default();
-        let router = requests.count(router);
+        // Routes made ready once: served as a `Router`, axum would rebuild every
+        // route for each connection it accepts.
+        let router = requests.count(router).into_make_service();
         let server = tokio::spawn(async move {
             let serving = axum::serve(listener, router).with_graceful_shutdown(async {
                 // A dropped sender stops the server as well.
