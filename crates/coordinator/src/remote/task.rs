@@ -6,6 +6,7 @@ use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::run::Run;
 use coordinator_core::model::catalog::Effect;
 use coordinator_core::model::workflow::Step;
+use coordinator_products::Sending;
 use coordinator_proto::v1;
 use coordinator_store::{WorkItem, WorkKind};
 
@@ -82,7 +83,8 @@ pub(crate) fn describe(
             effect = Some(pinned.descriptor.effect);
             task.operation =
                 pinned.operation.split_once('.').map_or(pinned.operation.as_str(), |(_, op)| op).to_owned();
-            task.send_idempotency_key = matches!(pinned.descriptor.effect, Effect::Mutation | Effect::Evaluation);
+            // Keyed as an in-process attempt is (`Sending`); the remote worker turns it back into `Sending`.
+            task.send_idempotency_key = Sending::from(pinned.descriptor.effect) == Sending::Keyed;
             task.command = serde_json::to_vec(&call.command).map_err(|e| {
                 EngineError::Corrupt(format!("the command of run {} step {}: {e}", item.run_id, item.step))
             })?;
