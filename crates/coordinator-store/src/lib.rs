@@ -80,8 +80,8 @@ pub use schema::Schema;
 pub use stats::{AttentionCount, AttentionReason, QueueHeads};
 pub use types::{
     Admission, AdmissionGate, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due,
-    Guarded, KeyedRun, ListFilter, NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork, TimerItem, TriggerEvent,
-    WorkItem, WorkKind,
+    Guarded, GuardedAdmission, KeyedRun, ListFilter, NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork,
+    TimerItem, TriggerEvent, WorkItem, WorkKind,
 };
 pub use wakeups::Wakeups;
 

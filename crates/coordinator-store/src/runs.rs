@@ -20,8 +20,8 @@ use crate::listing::{run_columns, run_row};
 use crate::packages::fetch_package;
 use crate::persist::persist;
 use crate::types::{
-    Admission, AdmissionGate, Claim, ClaimedRun, Decision, Guarded, KeyedRun, NewRun, RunMeta, RunRow, TriggerEvent,
-    WorkItem,
+    Admission, AdmissionGate, Claim, ClaimedRun, Decision, Guarded, GuardedAdmission, KeyedRun, NewRun, RunMeta,
+    RunRow, TriggerEvent, WorkItem,
 };
 use crate::{Store, StoreError, claims, events, snapshot_frame};
 
@@ -47,28 +47,16 @@ const FIND_KEY: &str = "SELECT r.id, r.revision, r.input_digest FROM admission_k
 /// table (migration 0013): a partitioned `runs` cannot keep them unique.
 const INSERT_KEY: &str = "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (owner, workflow, idempotency_key) DO NOTHING RETURNING run_id";
-/// The columns a new run's row is inserted with, and their values: `run_args`
-/// are `$1`–`$13` and the snapshot's base `$base` (each statement places it);
-/// a run admitted in attention entered it at admission.
-/// `$where` (a literal, `""` for none) decides whether the row is inserted at
-/// all (`at_once`: only with its key taken and its gate open). The key is not
-/// checked here: `admission_keys` holds it (`INSERT_KEY`).
+/// A new run's row: `run_args` are `$1`–`$13` and the snapshot's base `$14`;
+/// a run admitted in attention entered it at admission. The key is not
+/// checked here: `admission_keys` holds it (`INSERT_KEY`). Many at once, in
+/// one statement with their first decisions, are `at_once`'s.
 /// `'attention'` is `RunState::Attention.as_str()` (a test below keeps them equal).
-macro_rules! insert_run_sql {
-    ($where:expr, $base:literal) => {
-        concat!(
-            "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, held, \
-             admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since, \
-             snapshot_base) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, \
-             CASE WHEN $7 = 'attention' THEN $9 END, ",
-            $base,
-            $where,
-            " RETURNING id"
-        )
-    };
-}
-pub(crate) use insert_run_sql;
+const INSERT_RUN: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, \
+     held, admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since, \
+     snapshot_base) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, 1, $10, $11, $12, $13, CASE WHEN $7 = 'attention' THEN $9 END, $14 \
+     RETURNING id";
 
 /// The `SET` of `attention_since` in an update of the run row to the state
 /// `$new_state` at `$now`: the stored instant while the run stays in
@@ -93,7 +81,6 @@ macro_rules! attention_since_sql {
 }
 pub(crate) use attention_since_sql;
 
-const INSERT_RUN: &str = insert_run_sql!("", "$14");
 const LOCK_RUN_SQLITE: &str = "SELECT version, snapshot, snapshot_base FROM runs WHERE id = $1";
 const LOCK_RUN_PG: &str = "SELECT version, snapshot, snapshot_base FROM runs WHERE id = $1 FOR UPDATE";
 const UPDATE_RUN: &str = concat!(
@@ -244,16 +231,56 @@ impl Store {
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let decision = first().map_err(|e| StoreError::Rejected(e.into()))?;
+        let (owner, lease) = match lease {
+            Some((owner, lease)) => (owner, Some(lease)),
+            None => ("", None),
+        };
+        let [admitting] = [GuardedAdmission { new: new.clone(), decision, lease }];
+        let answer = self.admit_guarded_batch(owner, std::slice::from_ref(&admitting)).await?.pop().flatten();
+        Ok(match answer {
+            Some(leased) => (Guarded::Created, leased),
+            None => (Guarded::Closed(admitting.decision), Vec::new()),
+        })
+    }
+
+    /// [`Store::admit_guarded_leasing`] for many admissions at once, each
+    /// decided already: on PostgreSQL one statement (one round trip, one
+    /// commit) for all of them, each run inserted only while its own gate is
+    /// open and its key unused; what is leased is leased to `owner`. One
+    /// answer per admission, in order: the rows leased at once when its run
+    /// was created, `None` when nothing was written for it (always on
+    /// SQLite: see `admit_guarded`). `Err` when the statement failed as a
+    /// whole; then none of them was written, unless the connection broke
+    /// while it committed (as for a single admission).
+    pub async fn admit_guarded_batch(
+        &self,
+        owner: &str,
+        admissions: &[GuardedAdmission],
+    ) -> Result<Vec<Option<Vec<(WorkItem, ClaimedRun)>>>, StoreError> {
         if !matches!(self.pool, Pool::Pg(..)) {
-            return Ok((Guarded::Closed(decision), Vec::new()));
+            return Ok(admissions.iter().map(|_| None).collect());
         }
         let mut conn = self.pool.begin_read().await?;
         // Read once the connection is taken, as a claim reads it.
-        let lease = lease.filter(|_| crate::fence::refuse(&self.fence).is_ok());
-        match at_once::admit(&mut conn, new, &decision, true, lease).await? {
-            AtOnce::Created(leased) => Ok((Guarded::Created, leased)),
-            AtOnce::KeyTaken | AtOnce::NotThisWay => Ok((Guarded::Closed(decision), Vec::new())),
-        }
+        let fenced = crate::fence::refuse(&self.fence).is_err();
+        let runs: Vec<at_once::Admitting<'_>> = admissions
+            .iter()
+            .map(|a| at_once::Admitting { new: &a.new, decision: &a.decision, lease: a.lease.filter(|_| !fenced) })
+            .collect();
+        let answers = at_once::admit(&mut conn, &runs, true, Some(owner)).await?;
+        Ok(answers
+            .into_iter()
+            .map(|answer| match answer {
+                AtOnce::Created(leased) => Some(leased),
+                AtOnce::KeyTaken | AtOnce::NotThisWay => None,
+            })
+            .collect())
+    }
+
+    /// Whether admissions are better queued for [`Store::admit_guarded_batch`]
+    /// than sent one by one: on PostgreSQL, yes; SQLite writes nothing that way.
+    pub fn admits_together(&self) -> bool {
+        matches!(self.pool, Pool::Pg(..))
     }
 
     /// [`Store::admit`] for a run a trigger admits from a product event: in
@@ -300,14 +327,15 @@ impl Store {
                     return existing;
                 }
                 let decision = first_decision(&mut decision, &mut first)?;
-                match at_once::admit(&mut conn, new, decision, false, None).await? {
-                    AtOnce::Created(_) => return Ok(Admission::Created(new.id.clone())),
-                    AtOnce::KeyTaken => {
+                let run = [at_once::Admitting { new, decision, lease: None }];
+                match at_once::admit(&mut conn, &run, false, None).await?.pop() {
+                    Some(AtOnce::Created(_)) => return Ok(Admission::Created(new.id.clone())),
+                    Some(AtOnce::KeyTaken) => {
                         if let Some(existing) = find_key(&mut conn, new).await? {
                             return existing;
                         }
                     }
-                    AtOnce::NotThisWay => break,
+                    Some(AtOnce::NotThisWay) | None => break,
                 }
             }
         }
@@ -558,9 +586,8 @@ where
     decision.as_ref().ok_or_else(|| StoreError::Rejected("the first decision failed".into()))
 }
 
-/// The new run row's values, `$1`–`$13` of every statement that inserts one
-/// (`insert_run_sql!`), and its snapshot's base, which each statement places.
-pub(crate) fn run_args(new: &NewRun, decision: &Decision) -> Result<(Vec<Arg>, Arg), StoreError> {
+/// The new run row's values, `$1`–`$13` of `INSERT_RUN`, and its snapshot's base.
+fn run_args(new: &NewRun, decision: &Decision) -> Result<(Vec<Arg>, Arg), StoreError> {
     if uuid::Uuid::try_parse(&new.id).is_err() {
         return Err(StoreError::InvalidRunId(new.id.clone()));
     }
@@ -609,7 +636,7 @@ mod tests {
     #[test]
     fn the_attention_literal_of_the_run_writes_is_the_attention_state() {
         let attention = format!("= '{}'", RunState::Attention.as_str());
-        for sql in [INSERT_RUN, UPDATE_RUN] {
+        for sql in [INSERT_RUN, UPDATE_RUN, at_once::ADMIT_PG] {
             assert!(sql.contains(&attention), "{sql}");
         }
         assert_eq!(

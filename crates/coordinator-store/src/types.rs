@@ -108,6 +108,19 @@ impl KeyedRun {
     }
 }
 
+/// One admission of [`crate::Store::admit_guarded_batch`]: the new run, its
+/// first decision, and the lease its at-once rows may be taken under (eager
+/// dispatch; none: nothing is leased).
+#[derive(Debug)]
+pub struct GuardedAdmission {
+    /// The run to create.
+    pub new: NewRun,
+    /// Its first decision.
+    pub decision: Decision,
+    /// What of it may be leased at once.
+    pub lease: Option<crate::eager::EagerLease>,
+}
+
 /// What became of [`crate::Store::admit_guarded`].
 #[derive(Debug)]
 pub enum Guarded {

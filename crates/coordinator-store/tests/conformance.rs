@@ -11,13 +11,15 @@
 //! the run row's listing columns in `conformance/columns.rs`, the restore
 //! fence in `conformance/fence.rs`, remote workers' lanes, offers and
 //! reports in `conformance/remote.rs`, eager dispatch in
-//! `conformance/eager.rs`, the console's
+//! `conformance/eager.rs`, admissions together in `conformance/admissions.rs`, the console's
 //! newest-first listing in `conformance/listing.rs` and its attention inbox
 //! in `conformance/inbox.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
 
+#[path = "conformance/admissions.rs"]
+mod admissions;
 #[path = "conformance/audit.rs"]
 mod audit_chain;
 #[path = "conformance/batch.rs"]
@@ -54,6 +56,7 @@ mod waits;
 
 use std::collections::BTreeSet;
 
+use admissions::many_admissions_in_one_statement_keep_each_ones_gate_and_key;
 use audit_chain::{
     a_batch_chains_its_entries_as_it_commits, a_decisions_entries_share_rows_of_at_most_64,
     activations_are_journaled_when_they_change, an_edit_before_sealing_is_chained_as_written,
@@ -175,6 +178,7 @@ conformance!(Current in on_sqlite, on_postgres:
     a_refused_admission_records_no_event,
     a_guarded_admission_writes_only_through_an_open_gate,
     an_admission_leases_its_first_step_to_its_worker,
+    many_admissions_in_one_statement_keep_each_ones_gate_and_key,
     concurrent_deliveries_of_one_event_create_one_run,
     audit_entries_are_chained_in_order_once_sealed,
     activations_are_journaled_when_they_change,

@@ -33,7 +33,9 @@ use coordinator_core::package;
 use coordinator_functions::Limits;
 use coordinator_products::{Connection, ProductClient, Traceparent};
 use coordinator_seal::Keyring;
-use coordinator_store::{Admission, AdmissionGate, Claim, Decision, Guarded, NewRun, RunRow, Store, TriggerEvent};
+use coordinator_store::{
+    Admission, AdmissionGate, Claim, Decision, Guarded, GuardedAdmission, NewRun, RunRow, Store, TriggerEvent,
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
@@ -114,6 +116,9 @@ pub struct Engine {
     pub(crate) hints: crate::hints::Hints,
     /// This process's lease owner id.
     pub(crate) owner: String,
+    /// Where plain admissions queue to be admitted together (`crate::admissions`),
+    /// started by the first one on a store that admits so.
+    admissions: std::sync::OnceLock<crate::admissions::Admissions>,
     /// This engine's metrics (its own recorder).
     metrics: Metrics,
     /// `serve --recovery-only`: admit nothing, dispatch nothing, fire no timer.
@@ -170,6 +175,7 @@ impl Engine {
             wake: Notify::new(),
             hints: crate::hints::Hints::default(),
             owner: crate::lease_owner::fresh(),
+            admissions: std::sync::OnceLock::new(),
             metrics: Metrics::new(),
             recovery_only: false,
             retention_days: None,
@@ -199,7 +205,9 @@ impl Engine {
 
     /// `Store::admit_guarded`, leasing what the first decision queues for at
     /// once to this process's worker when it may (`admission_offer`) and
-    /// handing it over; returns the leased rows' steps.
+    /// handing it over; returns the leased rows' steps. On a store that
+    /// admits together, the admission goes in the next grouped statement
+    /// (`crate::admissions`).
     async fn admit_offering(
         &self,
         new: &NewRun,
@@ -207,8 +215,17 @@ impl Engine {
         first: impl FnOnce() -> Result<Decision, EngineError>,
     ) -> Result<(Guarded, Vec<String>), coordinator_store::StoreError> {
         let offer = self.admission_offer(now);
-        let lease = offer.as_ref().map(|o| (self.owner.as_str(), o.lease()));
-        let (guarded, leased) = self.store.admit_guarded_leasing(new, lease, first).await?;
+        let lease = offer.as_ref().map(|o| o.lease());
+        let (guarded, leased) = if self.store.admits_together() {
+            let decision = first().map_err(|e| coordinator_store::StoreError::Rejected(e.into()))?;
+            let admission = GuardedAdmission { new: new.clone(), decision, lease };
+            let admissions = self
+                .admissions
+                .get_or_init(|| crate::admissions::Admissions::start(self.store.clone(), self.owner.clone()));
+            admissions.admit(admission).await?
+        } else {
+            self.store.admit_guarded_leasing(new, lease.map(|l| (self.owner.as_str(), l)), first).await?
+        };
         let steps = leased.iter().map(|(item, _)| item.step.clone()).collect();
         if let Some(offer) = offer {
             offer.hand_over(self, leased).await;

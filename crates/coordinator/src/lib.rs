@@ -26,6 +26,7 @@
 
 pub mod access;
 pub(crate) mod activation;
+pub(crate) mod admissions;
 pub(crate) mod after;
 pub mod api;
 pub(crate) mod committer;

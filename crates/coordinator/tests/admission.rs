@@ -1,11 +1,23 @@
 //! Admission over HTTP (SPEC §3, §5): the idempotency rule under concurrency
-//! (50 identical admissions at once create one run), and client-supplied run
-//! ids (a recent UUIDv7, validated; the same request with the same id is the
-//! same run; another request with a taken id is refused).
+//! (50 identical admissions at once create one run; on PostgreSQL, where
+//! admissions that arrive together share one statement, every key among
+//! many at once admits one run), and client-supplied run ids (a recent
+//! UUIDv7, validated; the same request with the same id is the same run;
+//! another request with a taken id is refused).
 
+#[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
+#[path = "support/deploy.rs"]
+mod deploy;
+#[path = "support/pg.rs"]
+mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
+use coordinator::deployment::RuntimeConfig;
+use coordinator::engine::{AdmitRequest, Engine};
+use coordinator::error::EngineError;
+use coordinator::serve;
+use coordinator_sim::SimConfig;
 use serde_json::{Value, json};
 use support::{on_runtime, post, sample_input, start};
 use uuid::{NoContext, Timestamp, Uuid};
@@ -42,6 +54,89 @@ fn fifty_concurrent_identical_admissions_create_one_run() {
         assert_eq!(ids.len(), 1, "{answers:?}");
         let listed = dev.engine.store().list_runs(&Default::default(), None, 500).await;
         assert_eq!(listed.map(|p| p.runs.len()).unwrap_or_default(), 1);
+    });
+}
+
+/// An admission's answer: the run id and whether it was created, or why it was refused.
+type Answer = Result<(String, bool), String>;
+
+/// Admits `input` under `key` through the engine: the run id and whether it was created.
+async fn admit(
+    engine: &Engine,
+    revision: &str,
+    key: Option<String>,
+    input: Value,
+) -> Result<(String, bool), EngineError> {
+    let request = AdmitRequest {
+        workflow: "reviewed-notice".into(),
+        revision: revision.to_owned(),
+        input,
+        idempotency_key: key,
+        run_id: None,
+        trace_parent: None,
+    };
+    engine.admit(request, "alice").await.map(|a| (a.run_id, a.created))
+}
+
+#[test]
+fn many_admissions_at_once_on_postgres_admit_each_key_once() {
+    on_runtime(async {
+        let sims = deploy::sim_server(SimConfig::default()).await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let db = pg::database().await;
+        let file = deploy::DeploymentSpec::new(&db.url, &sims.base).write(dir.path());
+        let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
+        serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate: {e}"));
+        let service = serve::start(config.resolve().unwrap_or_else(|e| panic!("resolve: {e}")))
+            .await
+            .unwrap_or_else(|e| panic!("serve: {e}"));
+        let (engine, revision) = (service.engine.clone(), service.revision.clone());
+        let mut other = sample_input();
+        other["recipient"]["id"] = json!("someone-else");
+        // Each key twice with the same input, each of another set of keys with two inputs, and runs without a key.
+        let mut requests: Vec<(Option<String>, Value)> = Vec::new();
+        for i in 0..20 {
+            requests.push((Some(format!("same-{i}")), sample_input()));
+            requests.push((Some(format!("same-{i}")), sample_input()));
+            requests.push((Some(format!("reused-{i}")), sample_input()));
+            requests.push((Some(format!("reused-{i}")), other.clone()));
+            requests.push((None, sample_input()));
+        }
+        let tasks: Vec<_> = requests
+            .into_iter()
+            .map(|(key, input)| {
+                let (engine, revision) = (engine.clone(), revision.clone());
+                let k = key.clone();
+                tokio::spawn(async move { (k, admit(&engine, &revision, key, input).await) })
+            })
+            .collect();
+        let mut by_key: std::collections::BTreeMap<String, Vec<Answer>> = Default::default();
+        let mut keyless = Vec::new();
+        for task in tasks {
+            let (key, answer) = task.await.unwrap_or_else(|e| panic!("{e}"));
+            let answer = answer.map_err(|e| match e {
+                EngineError::KeyReused => "key reused".to_owned(),
+                other => panic!("admission failed: {other}"),
+            });
+            match key {
+                Some(key) => by_key.entry(key).or_default().push(answer),
+                None => keyless.push(answer),
+            }
+        }
+        for (key, answers) in &by_key {
+            let created: Vec<&String> = answers.iter().flatten().filter(|(_, c)| *c).map(|(id, _)| id).collect();
+            assert_eq!(created.len(), 1, "{key}: {answers:?}");
+            let other = answers.iter().find(|a| !matches!(a, Ok((_, true))));
+            if key.starts_with("same-") {
+                assert_eq!(other, Some(&Ok((created[0].clone(), false))), "{key}: the same request is the same run");
+            } else {
+                assert_eq!(other, Some(&Err("key reused".to_owned())), "{key}: another input is refused");
+            }
+        }
+        assert!(keyless.iter().all(|a| matches!(a, Ok((_, true)))), "{keyless:?}");
+        let listed = engine.store().list_runs(&Default::default(), None, 500).await;
+        assert_eq!(listed.map(|p| p.runs.len()).unwrap_or_default(), 60, "one run per key and one per keyless request");
+        drop(service);
     });
 }
 

@@ -20,7 +20,7 @@ use super::support::{T0, TestDb, admit, deciding, raw, raw_count, run_id, workfl
 use super::{LEASE_MS, accepted_read, ok};
 
 /// Seals every pending entry; returns how many.
-async fn seal(store: &Store) -> u64 {
+pub(super) async fn seal(store: &Store) -> u64 {
     let mut total = 0;
     loop {
         let sealed = ok(store.seal_audit(100).await, "seal");
@@ -47,7 +47,7 @@ async fn journal(store: &Store) -> (Vec<Entry>, Head) {
 }
 
 /// The first tampering found, if any.
-async fn check(store: &Store) -> Result<u64, Tampering> {
+pub(super) async fn check(store: &Store) -> Result<u64, Tampering> {
     let (entries, head) = journal(store).await;
     audit::verify(&entries, &head).map(|v| v.checked)
 }
