@@ -107,27 +107,27 @@ pub(crate) enum AtOnce {
     NotThisWay,
 }
 
-/// The runs' columns of the statement (`$1`–`$14`).
+/// The runs' columns of the statement (`$1`–`$14`; SQLite's, `together`, as JSON).
 #[derive(Default)]
-struct Runs {
-    id: Vec<String>,
-    workflow: Vec<String>,
-    revision: Vec<String>,
-    owner: Vec<String>,
-    key: Vec<Option<String>>,
-    digest: Vec<String>,
-    state: Vec<String>,
-    held: Vec<bool>,
-    admitted_at: Vec<i64>,
-    head: Vec<Vec<u8>>,
-    trace_parent: Vec<Option<String>>,
-    outcome: Vec<Option<String>>,
-    attention_step: Vec<Option<String>>,
-    base: Vec<Option<Vec<u8>>>,
+pub(crate) struct Runs {
+    pub(crate) id: Vec<String>,
+    pub(crate) workflow: Vec<String>,
+    pub(crate) revision: Vec<String>,
+    pub(crate) owner: Vec<String>,
+    pub(crate) key: Vec<Option<String>>,
+    pub(crate) digest: Vec<String>,
+    pub(crate) state: Vec<String>,
+    pub(crate) held: Vec<bool>,
+    pub(crate) admitted_at: Vec<i64>,
+    pub(crate) head: Vec<Vec<u8>>,
+    pub(crate) trace_parent: Vec<Option<String>>,
+    pub(crate) outcome: Vec<Option<String>>,
+    pub(crate) attention_step: Vec<Option<String>>,
+    pub(crate) base: Vec<Option<Vec<u8>>>,
 }
 
 impl Runs {
-    fn push(&mut self, new: &NewRun, decision: &Decision) -> Result<(), StoreError> {
+    pub(crate) fn push(&mut self, new: &NewRun, decision: &Decision) -> Result<(), StoreError> {
         if uuid::Uuid::try_parse(&new.id).is_err() {
             return Err(StoreError::InvalidRunId(new.id.clone()));
         }
@@ -175,7 +175,7 @@ impl Runs {
 /// `Ok(None)` when its writes must keep their order, else whether anything
 /// it queued is left for a claim (a wake-up). Rows a claim would take at once
 /// are leased under `a.lease`, at most its rows.
-fn add_writes<'a>(
+pub(crate) fn add_writes<'a>(
     a: &Admitting<'a>,
     grouped: &mut Grouped,
     journal: &mut Vec<(&'a str, Line<'a>)>,

@@ -57,6 +57,7 @@ mod schema;
 pub mod snapshot_frame;
 mod stats;
 mod tidy;
+mod together;
 mod types;
 mod waits;
 mod wakeups;

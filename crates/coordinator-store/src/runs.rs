@@ -195,15 +195,16 @@ impl Store {
     }
 
     /// An admission that checks its own gate, for a caller that has not read
-    /// it ([`Store::admission_gate`]): on PostgreSQL, one statement inserts
-    /// the run with `first`'s decision only if no restore hold is placed,
-    /// `new.revision` is the workflow's active revision and the idempotency
-    /// key is unused — the gate read and the insert in one round trip. Unlike
+    /// it ([`Store::admission_gate`]): the run is inserted with `first`'s
+    /// decision only if no restore hold is placed, `new.revision` is the
+    /// workflow's active revision and the idempotency key is unused — the gate
+    /// read and the insert in one statement on PostgreSQL (one round trip),
+    /// in one transaction on SQLite. Unlike
     /// [`Store::admit`], `first` is called before anything is read (a request
     /// repeating a used key is decided, and the decision dropped).
     /// [`Guarded::Closed`] when nothing was written — the gate was closed,
-    /// the key taken, or this store or decision cannot be written this way
-    /// (SQLite; a first decision whose writes must keep their order): the
+    /// the key taken, or the decision cannot be written this way
+    /// (a first decision whose writes must keep their order): the
     /// caller reads the gate and goes on with [`Store::admit_checked`] and the
     /// decision handed back.
     pub async fn admit_guarded<E>(
@@ -245,20 +246,29 @@ impl Store {
 
     /// [`Store::admit_guarded_leasing`] for many admissions at once, each
     /// decided already: on PostgreSQL one statement (one round trip, one
-    /// commit) for all of them, each run inserted only while its own gate is
+    /// commit) for all of them (`at_once`), on SQLite one transaction with a
+    /// statement per table (`together`; nothing is leased there, as its
+    /// batches lease nothing), each run inserted only while its own gate is
     /// open and its key unused; what is leased is leased to `owner`. One
     /// answer per admission, in order: the rows leased at once when its run
-    /// was created, `None` when nothing was written for it (always on
-    /// SQLite: see `admit_guarded`). `Err` when the statement failed as a
-    /// whole; then none of them was written, unless the connection broke
-    /// while it committed (as for a single admission).
+    /// was created, `None` when nothing was written for it (see
+    /// `admit_guarded`). `Err` when the statement failed as a whole; then
+    /// none of them was written, unless the connection broke while it
+    /// committed (as for a single admission).
     pub async fn admit_guarded_batch(
         &self,
         owner: &str,
         admissions: &[GuardedAdmission],
     ) -> Result<Vec<Option<Vec<(WorkItem, ClaimedRun)>>>, StoreError> {
         if !matches!(self.pool, Pool::Pg(..)) {
-            return Ok(admissions.iter().map(|_| None).collect());
+            let runs: Vec<at_once::Admitting<'_>> = admissions
+                .iter()
+                .map(|a| at_once::Admitting { new: &a.new, decision: &a.decision, lease: None })
+                .collect();
+            let mut tx = self.pool.begin().await?;
+            let created = crate::together::admit(&mut tx, &runs).await?;
+            tx.commit().await?;
+            return Ok(created.into_iter().map(|c| c.then(Vec::new)).collect());
         }
         let mut conn = self.pool.begin_read().await?;
         // Read once the connection is taken, as a claim reads it.
@@ -275,12 +285,6 @@ impl Store {
                 AtOnce::KeyTaken | AtOnce::NotThisWay => None,
             })
             .collect())
-    }
-
-    /// Whether admissions are better queued for [`Store::admit_guarded_batch`]
-    /// than sent one by one: on PostgreSQL, yes; SQLite writes nothing that way.
-    pub fn admits_together(&self) -> bool {
-        matches!(self.pool, Pool::Pg(..))
     }
 
     /// [`Store::admit`] for a run a trigger admits from a product event: in

@@ -1,7 +1,8 @@
-//! Group admission: plain admissions on PostgreSQL (no trigger event, no
-//! run id supplied, `Engine::admit_with`) are decided by their own request and
+//! Group admission: plain admissions (no trigger event, no run id
+//! supplied, `Engine::admit_with`) are decided by their own request and
 //! queued here, and one task admits whatever queued while its previous
-//! statement ran, in one statement (`Store::admit_guarded_batch`): each run
+//! batch ran, in one statement on PostgreSQL and one transaction on SQLite
+//! (`Store::admit_guarded_batch`): each run
 //! only while its own gate is open and its key unused, as alone. Under light
 //! load a batch is one admission and costs what it cost alone; under a burst
 //! the round trips, commits and fsyncs are shared.

@@ -117,7 +117,7 @@ pub struct Engine {
     /// This process's lease owner id.
     pub(crate) owner: String,
     /// Where plain admissions queue to be admitted together (`crate::admissions`),
-    /// started by the first one on a store that admits so.
+    /// started by the first one.
     admissions: std::sync::OnceLock<crate::admissions::Admissions>,
     /// This engine's metrics (its own recorder).
     metrics: Metrics,
@@ -205,9 +205,8 @@ impl Engine {
 
     /// `Store::admit_guarded`, leasing what the first decision queues for at
     /// once to this process's worker when it may (`admission_offer`) and
-    /// handing it over; returns the leased rows' steps. On a store that
-    /// admits together, the admission goes in the next grouped statement
-    /// (`crate::admissions`).
+    /// handing it over; returns the leased rows' steps. The admission goes
+    /// in the next batch of admissions (`crate::admissions`).
     async fn admit_offering(
         &self,
         new: &NewRun,
@@ -216,16 +215,12 @@ impl Engine {
     ) -> Result<(Guarded, Vec<String>), coordinator_store::StoreError> {
         let offer = self.admission_offer(now);
         let lease = offer.as_ref().map(|o| o.lease());
-        let (guarded, leased) = if self.store.admits_together() {
-            let decision = first().map_err(|e| coordinator_store::StoreError::Rejected(e.into()))?;
-            let admission = GuardedAdmission { new: new.clone(), decision, lease };
-            let admissions = self
-                .admissions
-                .get_or_init(|| crate::admissions::Admissions::start(self.store.clone(), self.owner.clone()));
-            admissions.admit(admission).await?
-        } else {
-            self.store.admit_guarded_leasing(new, lease.map(|l| (self.owner.as_str(), l)), first).await?
-        };
+        let decision = first().map_err(|e| coordinator_store::StoreError::Rejected(e.into()))?;
+        let admission = GuardedAdmission { new: new.clone(), decision, lease };
+        let admissions = self
+            .admissions
+            .get_or_init(|| crate::admissions::Admissions::start(self.store.clone(), self.owner.clone()));
+        let (guarded, leased) = admissions.admit(admission).await?;
         let steps = leased.iter().map(|(item, _)| item.step.clone()).collect();
         if let Some(offer) = offer {
             offer.hand_over(self, leased).await;

@@ -158,8 +158,8 @@ pub async fn a_receipt_lookup_is_leased_in_recovery_too(store: &Store) {
 
 /// `Store::admit_guarded_leasing`: on PostgreSQL the one-statement admission
 /// inserts its first step leased to the admitting worker (at most the
-/// lease's rows) and hands it back with the run; SQLite admits no run this
-/// way (the caller admits with a transaction and a claim takes the step).
+/// lease's rows) and hands it back with the run; SQLite leases nothing at
+/// admission (a claim takes the step).
 pub(crate) async fn an_admission_leases_its_first_step_to_its_worker(db: &TestDb) {
     let store: &Store = db;
     let wf = workflow();
@@ -176,7 +176,9 @@ pub(crate) async fn an_admission_leases_its_first_step_to_its_worker(db: &TestDb
     };
     let (new, (guarded, leased)) = admit_leasing(1, 1).await;
     if !db.is_postgres() {
-        assert!(matches!(guarded, Guarded::Closed(_)) && leased.is_empty(), "SQLite admits no run this way");
+        assert!(matches!(guarded, Guarded::Created) && leased.is_empty(), "SQLite leases nothing at admission");
+        let claimed = ok(store.claim_work(T0, "w2", LEASE_MS, 10).await, "claim");
+        assert_eq!(claimed.iter().map(|w| w.run_id.as_str()).collect::<Vec<_>>(), vec![new.id.as_str()]);
         return;
     }
     assert!(matches!(guarded, Guarded::Created));

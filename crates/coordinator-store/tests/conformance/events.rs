@@ -123,8 +123,8 @@ pub async fn both_admission_paths_write_the_same_rows(store: &Store) {
 
 /// `Store::admit_guarded` inserts only while the gate is open — no restore
 /// hold, the revision active, the key unused — and otherwise writes nothing
-/// and hands the decision back; SQLite always hands it back (the caller reads
-/// the gate and admits with `admit_checked`, which these cases also check).
+/// and hands the decision back (the caller reads the gate and admits with
+/// `admit_checked`, which these cases also check).
 pub(crate) async fn a_guarded_admission_writes_only_through_an_open_gate(db: &TestDb) {
     let store: &Store = db;
     let wf = workflow();
@@ -145,23 +145,19 @@ pub(crate) async fn a_guarded_admission_writes_only_through_an_open_gate(db: &Te
     assert_eq!(ok(store.load(&new.id).await, "load"), None);
     ok(store.release_hold(T0, "ops").await, "release");
 
-    // Open: PostgreSQL admits in the one statement; SQLite hands the decision back.
+    // Open: admitted (in one statement on PostgreSQL, one transaction on SQLite).
     let guarded = ok(store.admit_guarded(&new, || Ok::<_, StoreError>(first(&wf, &new))).await, "open");
-    match guarded {
-        Guarded::Created => assert!(db.is_postgres(), "only PostgreSQL admits in one guarded statement"),
-        Guarded::Closed(decision) => {
-            assert!(!db.is_postgres(), "PostgreSQL admits through an open gate");
-            let admitted = store.admit_checked(&new, || Ok::<_, StoreError>(decision)).await;
-            assert_eq!(ok(admitted, "checked"), Admission::Created(run_id(1)));
-        }
-    }
+    assert!(matches!(guarded, Guarded::Created), "admitted through an open gate");
     let work = ok(store.work_of(&run_id(1)).await, "work");
     assert!(!work.outbox.is_empty() && !work.timers.is_empty(), "admitted with its first work");
 
     // The key is taken now: nothing more is written, and the gate names the run.
     let again = new_run(&wf, &run_id(2), "alice", Some("key-1"), T0 + 1);
-    closed("key taken", store.admit_guarded(&again, || Ok::<_, StoreError>(first(&wf, &again))).await);
+    let decision = closed("key taken", store.admit_guarded(&again, || Ok::<_, StoreError>(first(&wf, &again))).await);
     assert_eq!(ok(store.load(&again.id).await, "load"), None);
+    // The caller goes on with the decision handed back: the key's run.
+    let admitted = store.admit_checked(&again, || Ok::<_, StoreError>(decision)).await;
+    assert_eq!(ok(admitted, "checked"), Admission::Existing(run_id(1)));
     let gate = ok(store.admission_gate("reviewed-notice", "alice", Some("key-1")).await, "gate");
     assert_eq!(gate.keyed.map(|k| k.admission_for(&again)).and_then(Result::ok), Some(Admission::Existing(run_id(1))));
 }
