@@ -18,9 +18,10 @@
 //! then the leases (`batch_leases`) — the order a single apply locks in, so
 //! a batch and a single apply never wait for each other in a cycle. A lock
 //! taken by a read would cost a WAL record per row. On SQLite the writer
-//! holds the database lock for the whole transaction and statements are
-//! in-process calls, so each report is applied with the statements of a
-//! single apply, one after another.
+//! holds the database lock for the whole transaction: `batch_sqlite` reads
+//! the runs and checks the leases in a statement for the batch, persists
+//! each report's actions as a single apply does, and moves every run's row
+//! on in one statement.
 //!
 //! Each run appears at most once per batch (the caller keeps a run's later
 //! reports for the next batch, in order).
@@ -33,7 +34,7 @@ use crate::eager::{self, Batched, EagerLease};
 use crate::persist::{Write, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision};
-use crate::{Store, StoreError, batch_leases, claims, runs, snapshot_frame, wakeups};
+use crate::{Store, StoreError, batch_leases, claims, snapshot_frame, wakeups};
 
 /// The batch's runs, read without a lock: the update below moves a row on
 /// only from the version read (`r.version = u.version`), so a run changed
@@ -155,14 +156,16 @@ impl Store {
         let lease = lease.filter(|_| crate::fence::refuse(&self.fence).is_ok());
         let batched = match tx.dialect() {
             Dialect::Pg => batch_pg(&mut tx, claims, owner, at, lease, &mut decide).await?,
-            Dialect::Sqlite => batch_sqlite(&mut tx, claims, owner, at, lease, &mut decide).await?,
+            Dialect::Sqlite => {
+                crate::batch_sqlite::batch_sqlite(&mut tx, claims, owner, at, lease, &mut decide).await?
+            }
         };
         tx.commit().await?;
         Ok(batched)
     }
 }
 
-fn run_of(claim: &Claim) -> &str {
+pub(crate) fn run_of(claim: &Claim) -> &str {
     match claim {
         Claim::Work(w) => &w.run_id,
         Claim::Timer(t) => &t.run_id,
@@ -179,49 +182,6 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     decide(i, snapshot).map_err(|e| StoreError::Rejected(e.into()))
-}
-
-/// SQLite: the statements of a single apply per report, in one transaction,
-/// their audit entries chained at once, then one lease of what they left due
-/// (under `lease`).
-async fn batch_sqlite<E>(
-    tx: &mut Tx,
-    claims: &[Claim],
-    owner: &str,
-    at: i64,
-    lease: Option<EagerLease>,
-    decide: &mut impl FnMut(usize, &[u8]) -> Result<Decision, E>,
-) -> Result<Batched, StoreError>
-where
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let mut outcome = Vec::with_capacity(claims.len());
-    let mut applied: Vec<&str> = Vec::with_capacity(claims.len());
-    let mut journal: Vec<(&str, Line<'static>)> = Vec::new();
-    for (i, claim) in claims.iter().enumerate() {
-        let decide_this = |snapshot: &[u8]| decide(i, snapshot);
-        match runs::apply_unjournaled(tx, run_of(claim), at, None, Some((claim, owner)), decide_this).await {
-            Ok((version, lines)) => {
-                applied.push(run_of(claim));
-                journal.extend(lines.into_iter().map(|line| (run_of(claim), line)));
-                outcome.push(Ok(version));
-            }
-            // These fail before anything of the report is written.
-            Err(e @ (StoreError::NotFound { .. } | StoreError::LeaseLost { .. } | StoreError::Rejected(_))) => {
-                outcome.push(Err(e));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    // Chained here, not left pending for the sealer (whose later update of
-    // every entry would take the only write lock again).
-    let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
-    audit::append_chained(tx, at, None, &entries).await?;
-    let leased = match lease {
-        Some(lease) => eager::lease_runs_sqlite(tx, &applied, owner, at, lease).await?,
-        None => Vec::new(),
-    };
-    Ok(Batched { results: outcome, leased })
 }
 
 /// A run of a PostgreSQL batch as read: version, snapshot, revision, trace parent.

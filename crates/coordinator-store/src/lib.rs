@@ -37,6 +37,7 @@ mod at_once;
 mod audit;
 mod batch;
 mod batch_leases;
+mod batch_sqlite;
 mod claims;
 mod db;
 mod eager;
