@@ -528,9 +528,8 @@ where
 }
 
 /// [`apply_locked`] without writing the audit entries: returns them with the
-/// new version, for the caller to write in the same transaction (a batch
-/// chains all of its runs' entries at once, `batch`).
-pub(crate) async fn apply_unjournaled<E>(
+/// new version, for the caller to write in the same transaction.
+async fn apply_unjournaled<E>(
     tx: &mut Tx,
     run_id: &str,
     at: i64,
