@@ -13,7 +13,8 @@
 //! given in odd rounds, the other way round in even ones), so that the
 //! machine's drift over minutes and the first measurement's warm-up fall on
 //! every size alike, and prints each size's figures with their ratio to the
-//! first size's in that round (each round's keys its own; round 0, a
+//! first size's in that round, and last each size's medians over the rounds
+//! with their ratio to the first size's (each round's keys its own; round 0, a
 //! measurement of each size before the first round, is not reported); after each
 //! measurement, a `CHECKPOINT` and a wait for autovacuum to finish. `idle=S`
 //! (default 0) lets every stack sit idle S seconds before its first
@@ -160,6 +161,8 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
         settle(&l.stack).await?;
     }
     let mut rows = Vec::new();
+    // Each size's figures of every round, for the medians.
+    let mut all: Vec<Vec<(f64, f64)>> = loaded.iter().map(|_| Vec::new()).collect();
     for round in 1..=rounds {
         // Odd rounds measure the sizes in the order given, even rounds the other way round.
         let mut order: Vec<usize> = (0..loaded.len()).collect();
@@ -173,8 +176,9 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
         }
         let Some(Some(base)) = measured.first() else { continue };
         let (completed, p99) = (base.completed, base.p99.as_secs_f64().max(1e-9));
-        for (l, m) in loaded.iter().zip(&measured) {
+        for ((l, m), figures) in loaded.iter().zip(&measured).zip(&mut all) {
             let Some(m) = m else { continue };
+            figures.push((m.completed, m.p99.as_secs_f64() * 1000.0));
             let row = format!(
                 "| {round} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {} | {} | {:.2} |",
                 l.size,
@@ -197,6 +201,18 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
     for row in &rows {
         println!("{row}");
     }
+    println!(
+        "\nMedians over the rounds:\n| ended runs | completed runs/s | ratio | admission p99 ms | ratio |\n|---|---|---|---|---|"
+    );
+    let medians: Vec<(f64, f64)> = all
+        .iter()
+        .map(|f| (median(f.iter().map(|x| x.0).collect()), median(f.iter().map(|x| x.1).collect())))
+        .collect();
+    if let Some(&(completed, p99)) = medians.first() {
+        for (l, (c, p)) in loaded.iter().zip(&medians) {
+            println!("| {} | {c:.0} | {:.2} | {p:.2} | {:.2} |", l.size, c / completed.max(1e-9), p / p99.max(1e-9));
+        }
+    }
     println!("\n| ended runs | retention cut afterwards: runs, s, of which DROP ms |\n|---|---|");
     for l in loaded {
         if l.size > 0 {
@@ -206,6 +222,17 @@ pub async fn history(options: &Options) -> anyhow::Result<()> {
         l.stack.stop().await;
     }
     Ok(())
+}
+
+/// The median of `values` (the mean of the middle two of an even count; 0 when none).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 /// Starts a stack for `size` and writes its history.

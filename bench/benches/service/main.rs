@@ -7,7 +7,7 @@
 //! ```text
 //! cargo build --release -p coordinator
 //! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000] [pgbench=15] [walstats=0|1]
-//! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20] [walstats=0|1]
+//! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20] [walstats=0|1] [pgbench=0]
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
@@ -29,10 +29,10 @@ mod dispatch;
 mod fleet;
 mod history;
 mod load;
+mod pgbench;
 mod stack;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ use anyhow::{Context as _, anyhow, bail};
 use dbwork::DbWork;
 use load::{Admitter, admission_buckets, closed_loop, epoch_ms, listed, open_loop, wait_finished};
 use serde_json::json;
-use stack::{Backend, PgScratch, Stack, cpu_seconds, cpu_seconds_of, machine_ticks, memory_kb};
+use stack::{Backend, Stack, cpu_seconds, cpu_seconds_of, machine_ticks, memory_kb};
 
 /// The most a batch of runs may take to finish before the bench reports it unfinished.
 pub(crate) const FINISH_LIMIT: Duration = Duration::from_secs(900);
@@ -65,7 +65,7 @@ fn main() -> anyhow::Result<()> {
             "throughput" => throughput(&options).await,
             "latency" => latency(&options).await,
             "timers" => timers(&options).await,
-            "pgbench" => pgbench(&options).await,
+            "pgbench" => pgbench::pgbench(&options).await,
             "console" => console::console(&options).await,
             "history" => history::history(&options).await,
             "workers" => fleet::fleet(&options).await,
@@ -154,7 +154,7 @@ async fn throughput(options: &Options) -> anyhow::Result<()> {
         for &c in &clients {
             let tps = match backend {
                 Backend::Pg if pgbench_seconds > 0 => {
-                    Some(run_pgbench(c, pgbench_seconds, &options.pg_params()).await?.tps)
+                    Some(pgbench::run_pgbench(c, pgbench_seconds, &options.pg_params()).await?.tps)
                 }
                 _ => None,
             };
@@ -224,7 +224,10 @@ async fn report_unfinished(stack: &Stack, admissions: &load::Admissions, finishe
     Ok(())
 }
 
-/// Admission latency at a fixed offered rate (open loop), while the admitted runs execute.
+/// Admission latency at a fixed offered rate (open loop), while the admitted
+/// runs execute. `pgbench=S`: on PostgreSQL, pgbench's simple-update at the
+/// same rate for S seconds just before the row, its latencies from their
+/// scheduled starts as the open loop's (the server's own commit latency).
 async fn latency(options: &Options) -> anyhow::Result<()> {
     let backends = options.backends("sqlite,pg")?;
     let rate: f64 = options.number("rate", 200.0)?;
@@ -234,7 +237,15 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
         "| store | sent | achieved/s | p50 ms | p90 ms | p99 ms | max ms | failed | all finished, s after the last admission |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
+    let pgbench_seconds: u64 = options.number("pgbench", 0)?;
     for backend in backends {
+        // The server's own commit latency at the same rate, just before the row.
+        let server = match backend {
+            Backend::Pg if pgbench_seconds > 0 => {
+                Some(pgbench::at_rate(rate, pgbench_seconds, &options.pg_params()).await?)
+            }
+            _ => None,
+        };
         let stack = Stack::start(backend, "three-calls", &options.pg_params()).await?;
         let admitter = Arc::new(Admitter::new(&stack.url, &stack.workflow, &stack.revision, "lat", three_calls_input)?);
         let pg = stack.observer.pg_pool();
@@ -270,6 +281,18 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
         );
         if let Some(work) = work {
             println!("  {} at {rate}/s offered, {work}", backend.name());
+        }
+        if let Some(server) = server {
+            println!(
+                "  the server just before, simple-update at {rate}/s ({} transactions, `{}`): p50 {} ms, p99 {} ms, \
+                 max {} ms; admission p99 / its p99 = {:.2}",
+                server.count(),
+                server.command,
+                ms(server.quantile(0.5)),
+                ms(server.quantile(0.99)),
+                ms(server.quantile(1.0)),
+                admissions.quantile(0.99).as_secs_f64() / server.quantile(0.99).as_secs_f64().max(1e-9),
+            );
         }
         report_unfinished(&stack, &admissions, finished).await?;
         stack.stop().await;
@@ -418,78 +441,4 @@ async fn timers(options: &Options) -> anyhow::Result<()> {
         stack.stop().await;
     }
     Ok(())
-}
-
-/// The limit of the same PostgreSQL: pgbench's simple-update on a scratch database.
-async fn pgbench(options: &Options) -> anyhow::Result<()> {
-    let clients: usize = options.number("clients", 32)?;
-    let seconds: u64 = options.number("seconds", 20)?;
-    let run = run_pgbench(clients, seconds, &options.pg_params()).await?;
-    println!("{}", run.command);
-    for line in &run.summary {
-        println!("  {line}");
-    }
-    Ok(())
-}
-
-/// What one pgbench run printed.
-struct Pgbench {
-    command: String,
-    summary: Vec<String>,
-    tps: f64,
-}
-
-/// `pgbench -b simple-update` with `clients` clients for `seconds` on a
-/// scratch database of the local server (dropped afterwards). An `sslmode`
-/// in `pg_params` (the service's URL query, `pg=`) is pgbench's too
-/// (`PGSSLMODE`), so both talk to the server alike.
-async fn run_pgbench(clients: usize, seconds: u64, pg_params: &str) -> anyhow::Result<Pgbench> {
-    let bin = pgbench_bin()?;
-    let db = PgScratch::create("coordinator_bench").await?;
-    let base = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"];
-    let init = Command::new(&bin).args(base).args(["-i", "-q", db.name()]).output()?;
-    if !init.status.success() {
-        bail!("pgbench -i: {}", String::from_utf8_lossy(&init.stderr));
-    }
-    let (c, t) = (clients.to_string(), seconds.to_string());
-    let threads = clients.min(2).to_string();
-    let args = ["-b", "simple-update", "-c", &c, "-j", &threads, "-T", &t, db.name()];
-    let mode = pg_params.split('&').find_map(|p| p.strip_prefix("sslmode="));
-    let env = mode.map(|m| format!("PGSSLMODE={m} ")).unwrap_or_default();
-    let command = format!("{env}{} {} {}", bin.display(), base.join(" "), args.join(" "));
-    let mut run = Command::new(&bin);
-    if let Some(mode) = mode {
-        run.env("PGSSLMODE", mode);
-    }
-    let run = run.args(base).args(args).output()?;
-    let out = String::from_utf8_lossy(&run.stdout);
-    if !run.status.success() {
-        bail!("pgbench: {}{}", out, String::from_utf8_lossy(&run.stderr));
-    }
-    let summary: Vec<String> = out
-        .lines()
-        .filter(|l| l.starts_with("tps") || l.contains("latency") || l.contains("transactions"))
-        .map(str::to_owned)
-        .collect();
-    let tps = summary
-        .iter()
-        .find_map(|l| l.strip_prefix("tps = "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse::<f64>().ok())
-        .ok_or_else(|| anyhow!("pgbench printed no tps: {out}"))?;
-    Ok(Pgbench { command, summary, tps })
-}
-
-/// `pgbench` on PATH, else the newest in /usr/lib/postgresql/*/bin.
-fn pgbench_bin() -> anyhow::Result<std::path::PathBuf> {
-    if Command::new("pgbench").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Ok("pgbench".into());
-    }
-    let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")?
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("bin/pgbench"))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort();
-    found.pop().ok_or_else(|| anyhow!("pgbench is neither on PATH nor in /usr/lib/postgresql/*/bin"))
 }

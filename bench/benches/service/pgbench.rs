@@ -1,0 +1,163 @@
+//! The same PostgreSQL's own limits, measured beside the service's rows:
+//! pgbench's simple-update on a scratch database of the local server, flat
+//! out (the commit limit: `throughput`'s `pgbench TPS`) or at a fixed rate
+//! with every transaction's latency logged (the server's own commit latency
+//! at the rate `latency` offers its admissions). An `sslmode` in `pg_params`
+//! (the service's URL query, `pg=`) is pgbench's too (`PGSSLMODE`), so both
+//! talk to the server alike.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+
+use crate::Options;
+use crate::stack::PgScratch;
+
+/// The `pgbench` scenario: simple-update flat out.
+pub(crate) async fn pgbench(options: &Options) -> anyhow::Result<()> {
+    let clients: usize = options.number("clients", 32)?;
+    let seconds: u64 = options.number("seconds", 20)?;
+    let run = run_pgbench(clients, seconds, &options.pg_params()).await?;
+    println!("{}", run.command);
+    for line in &run.summary {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// What one pgbench run printed.
+pub(crate) struct Pgbench {
+    pub(crate) command: String,
+    summary: Vec<String>,
+    pub(crate) tps: f64,
+}
+
+/// Clients of a rate-limited run: enough that one slow commit does not hold
+/// the next transactions back (pgbench counts a late start in the latency,
+/// as the open loop does).
+const RATE_CLIENTS: usize = 8;
+
+/// Commit latency of simple-update transactions offered at a fixed rate.
+pub(crate) struct AtRate {
+    pub(crate) command: String,
+    /// Each transaction's latency from its scheduled start, sorted.
+    latencies: Vec<Duration>,
+}
+
+impl AtRate {
+    /// The `p` quantile (0..=1) of the latencies, by the open loop's rule.
+    pub(crate) fn quantile(&self, p: f64) -> Duration {
+        if self.latencies.is_empty() {
+            return Duration::ZERO;
+        }
+        let rank = (p * self.latencies.len() as f64).ceil() as usize;
+        self.latencies[rank.clamp(1, self.latencies.len()) - 1]
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        self.latencies.len()
+    }
+}
+
+/// A scratch database initialised for pgbench, and the arguments that reach the server.
+struct Prepared {
+    db: PgScratch,
+    bin: PathBuf,
+    sslmode: Option<String>,
+}
+
+const BASE: [&str; 6] = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"];
+
+impl Prepared {
+    async fn new(pg_params: &str) -> anyhow::Result<Prepared> {
+        let bin = pgbench_bin()?;
+        let db = PgScratch::create("coordinator_bench").await?;
+        let init = Command::new(&bin).args(BASE).args(["-i", "-q", db.name()]).output()?;
+        if !init.status.success() {
+            bail!("pgbench -i: {}", String::from_utf8_lossy(&init.stderr));
+        }
+        let sslmode = pg_params.split('&').find_map(|p| p.strip_prefix("sslmode=")).map(str::to_owned);
+        Ok(Prepared { db, bin, sslmode })
+    }
+
+    /// Runs pgbench with `args` (the database last); returns the command as
+    /// a user would type it and what it printed.
+    fn run(&self, args: &[&str]) -> anyhow::Result<(String, String)> {
+        let env = self.sslmode.as_ref().map(|m| format!("PGSSLMODE={m} ")).unwrap_or_default();
+        let command = format!("{env}{} {} {} {}", self.bin.display(), BASE.join(" "), args.join(" "), self.db.name());
+        let mut run = Command::new(&self.bin);
+        if let Some(mode) = &self.sslmode {
+            run.env("PGSSLMODE", mode);
+        }
+        let run = run.args(BASE).args(args).arg(self.db.name()).output()?;
+        let out = String::from_utf8_lossy(&run.stdout).into_owned();
+        if !run.status.success() {
+            bail!("pgbench: {}{}", out, String::from_utf8_lossy(&run.stderr));
+        }
+        Ok((command, out))
+    }
+}
+
+/// `pgbench -b simple-update` with `clients` clients for `seconds`, flat out.
+pub(crate) async fn run_pgbench(clients: usize, seconds: u64, pg_params: &str) -> anyhow::Result<Pgbench> {
+    let prepared = Prepared::new(pg_params).await?;
+    let (c, t) = (clients.to_string(), seconds.to_string());
+    let threads = clients.min(2).to_string();
+    let (command, out) = prepared.run(&["-b", "simple-update", "-c", &c, "-j", &threads, "-T", &t])?;
+    let summary: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with("tps") || l.contains("latency") || l.contains("transactions"))
+        .map(str::to_owned)
+        .collect();
+    let tps = summary
+        .iter()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .ok_or_else(|| anyhow!("pgbench printed no tps: {out}"))?;
+    Ok(Pgbench { command, summary, tps })
+}
+
+/// `pgbench -b simple-update -R rate` for `seconds`, every transaction
+/// logged (`-l`): its latency from its scheduled start.
+pub(crate) async fn at_rate(rate: f64, seconds: u64, pg_params: &str) -> anyhow::Result<AtRate> {
+    let prepared = Prepared::new(pg_params).await?;
+    let logs = tempfile::tempdir()?;
+    let prefix = logs.path().join("pgbench_log");
+    let prefix = prefix.to_str().context("the temporary directory's path is not UTF-8")?;
+    let (c, r, t) = (RATE_CLIENTS.to_string(), format!("{rate}"), seconds.to_string());
+    let log_prefix = format!("--log-prefix={prefix}");
+    let args = ["-b", "simple-update", "-c", &c, "-j", "2", "-R", &r, "-T", &t, "-l", &log_prefix];
+    let (command, _) = prepared.run(&args)?;
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(logs.path())? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        // `client transaction latency_us script epoch_s epoch_us [lag_us]`.
+        for line in text.lines() {
+            let us: u64 = line
+                .split_whitespace()
+                .nth(2)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| anyhow!("pgbench's log line {line:?} has no latency"))?;
+            latencies.push(Duration::from_micros(us));
+        }
+    }
+    latencies.sort();
+    Ok(AtRate { command: command.replace(prefix, "<dir>/pgbench_log"), latencies })
+}
+
+/// `pgbench` on PATH, else the newest in /usr/lib/postgresql/*/bin.
+fn pgbench_bin() -> anyhow::Result<PathBuf> {
+    if Command::new("pgbench").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Ok("pgbench".into());
+    }
+    let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin/pgbench"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.pop().ok_or_else(|| anyhow!("pgbench is neither on PATH nor in /usr/lib/postgresql/*/bin"))
+}
