@@ -108,7 +108,7 @@ fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
     let flag = args.log_format.map(LogFormat::from);
     let runtime = coordinator::runtime().context("starting the async runtime")?;
-    runtime.block_on(async {
+    let ended = runtime.block_on(async {
         match args.command {
             Command::Dev { project, listen, data, token } => {
                 if let Err(code) = start_logging(flag, None) {
@@ -128,7 +128,11 @@ fn main() -> anyhow::Result<ExitCode> {
                 Ok(run_worker(&config, check).await)
             }
         }
-    })
+    });
+    // Every line logged, including the runtime's last tasks', is written before the process exits.
+    drop(runtime);
+    logging::flush();
+    ended
 }
 
 /// Installs the log subscriber; on a filter that does not parse, logs why
@@ -202,6 +206,7 @@ async fn drain_on(signals: &mut Signals, first: &str, drain: impl std::future::F
                 signal = second,
                 "stopping at once: product requests in flight become uncertain once their leases run out"
             );
+            logging::flush();
             std::process::exit(i32::from(STOPPED_UNDRAINED));
         }
     }

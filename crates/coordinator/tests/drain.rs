@@ -293,6 +293,31 @@ fn sigterm_drains_the_requests_in_flight_and_hands_no_run_to_an_operator() {
     });
 }
 
+/// A second signal stops the process at once (exit 4), and the line saying
+/// so is written before it exits: log lines are written by a thread of their
+/// own (`telemetry::logging`), and the process writes what is queued first.
+#[test]
+fn a_second_signal_stops_at_once_and_its_line_is_written() {
+    on_runtime(async {
+        let mut pair = Pair::start(Second::Later).await;
+        pair.mutations_in_flight().await;
+        pair.first.signal("TERM");
+        let started = Instant::now();
+        while !json_lines(&pair.logs[0]).iter().any(|l| l["signal"] == "SIGTERM") {
+            assert!(started.elapsed() < GUARD, "the drain did not begin:\n{}", read(&pair.logs[0]));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        pair.first.signal("INT");
+        let status = pair.first.exited().await;
+        let log = read(&pair.logs[0]);
+        assert_eq!(status.code(), Some(4), "stopped undrained:\n{log}");
+        let lines = json_lines(&pair.logs[0]);
+        let stopped = lines.iter().find(|l| l["signal"] == "SIGINT");
+        assert!(stopped.is_some_and(|l| l["level"] == "WARN"), "a line says why it stopped at once:\n{log}");
+        drop(pair.dir);
+    });
+}
+
 #[test]
 fn sigkill_in_the_same_place_leaves_the_mutations_in_flight_uncertain() {
     on_runtime(async {

@@ -4,6 +4,14 @@
 //! `logging.format` in runtime.yaml), filtered like `RUST_LOG` (the variable
 //! when set, else `logging.filter`, else `info`).
 //!
+//! Lines are formatted where they are logged and written by a thread of
+//! their own (`tracing-appender`'s non-blocking writer): a write to standard
+//! error that waits — a file system committing its journal, a slow pipe to
+//! a collector — holds no request, decision or commit up. Nothing is dropped:
+//! when [`QUEUED_LINES`] wait, the next line waits for room. [`flush`] writes
+//! what is queued before the process exits; a process killed outright loses
+//! the lines still queued (those of its last moment).
+//!
 //! JSON lines are flat: each event carries its own fields (`run_id`,
 //! `workflow`, `revision`, `step`, `attempt`, `event`, `outcome` on every
 //! line about a run), so a collector needs no span context to index them.
@@ -12,9 +20,11 @@
 //! payload key as a field or in a message.
 
 use std::io::IsTerminal;
+use std::sync::{Mutex, PoisonError};
 
 use coordinator_core::model::runtime::{LogFormat, Logging};
 use tracing::field::Field;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::MakeExt as _;
 use tracing_subscriber::fmt::format::{Writer, debug_fn};
@@ -88,7 +98,15 @@ fn source_name(source: FilterSource) -> &'static str {
     }
 }
 
-/// Installs the process's subscriber (once per process: the binary's edge).
+/// Lines formatted and waiting for the writing thread at most; a line
+/// logged when this many wait waits for room (none is dropped).
+pub const QUEUED_LINES: usize = 65_536;
+
+/// The writing thread's guard, held from [`install`] to [`flush`].
+static WRITER: Mutex<Option<WorkerGuard>> = Mutex::new(None);
+
+/// Installs the process's subscriber (once per process: the binary's edge),
+/// its lines written by a thread of its own (see the module doc).
 ///
 /// # Errors
 /// [`LoggingError`] for a filter that does not parse or a second installation.
@@ -96,12 +114,17 @@ pub fn install(settings: &LogSettings) -> Result<(), LoggingError> {
     let filter = EnvFilter::try_new(&settings.filter)
         .map_err(|e| LoggingError::Filter { origin: settings.source, reason: e.to_string() })?;
     let registry = tracing_subscriber::registry().with(filter);
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(QUEUED_LINES)
+        .thread_name("coordinator-log")
+        .finish(std::io::stderr());
     let installed = match settings.format {
         LogFormat::Human => registry
             .with(
                 tracing_subscriber::fmt::layer()
                     .fmt_fields(debug_fn(human_field).delimited(" "))
-                    .with_writer(std::io::stderr)
+                    .with_writer(writer)
                     .with_target(false)
                     .with_ansi(std::io::stderr().is_terminal()),
             )
@@ -113,11 +136,21 @@ pub fn install(settings: &LogSettings) -> Result<(), LoggingError> {
                     .flatten_event(true)
                     .with_current_span(false)
                     .with_span_list(false)
-                    .with_writer(std::io::stderr),
+                    .with_writer(writer),
             )
             .try_init(),
     };
-    installed.map_err(|_| LoggingError::AlreadySet)
+    installed.map_err(|_| LoggingError::AlreadySet)?;
+    *WRITER.lock().unwrap_or_else(PoisonError::into_inner) = Some(guard);
+    Ok(())
+}
+
+/// Writes every line logged so far and stops the writing thread; lines
+/// logged afterwards are not written. Call it last, before the process
+/// exits (returning from `main` or `std::process::exit`).
+pub fn flush() {
+    let guard = WRITER.lock().unwrap_or_else(PoisonError::into_inner).take();
+    drop(guard);
 }
 
 /// One field of a human line: plain words unquoted, a revision shortened to
