@@ -358,11 +358,11 @@ type MaybeTexts = Vec<Option<String>>;
 /// run first (also the columns of a new run's one statement, `at_once`).
 #[derive(Default)]
 pub(crate) struct Grouped {
-    finish_work: (Texts, Texts, Texts),
-    finish_attempt: (Texts, Texts, Texts, Ints),
-    clear_timers: (Texts, Texts),
-    close_waits: (Texts, Texts),
-    end: Texts,
+    pub(crate) finish_work: (Texts, Texts, Texts),
+    pub(crate) finish_attempt: (Texts, Texts, Texts, Ints),
+    pub(crate) clear_timers: (Texts, Texts),
+    pub(crate) close_waits: (Texts, Texts),
+    pub(crate) end: Texts,
     /// Run, step, kind, attempt, not before, lane; and whether the row is
     /// leased to the batch's worker as it is queued (`eager`).
     pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints, MaybeTexts, Vec<bool>),
@@ -532,6 +532,18 @@ async fn persist_grouped<'a>(
     }
     let until = lease.map_or(0, |l| l.until);
     let queued = grouped.execute(tx, owner, until).await?;
+    finish(tx, at, in_order, wakes).await?;
+    Ok((journal, queued))
+}
+
+/// Writes the decisions that could not be grouped, each in its order, and
+/// notifies once when any write of the batch `wakes`.
+pub(crate) async fn finish(
+    tx: &mut Tx,
+    at: i64,
+    in_order: Vec<(&str, Vec<Write<'_>>)>,
+    wakes: bool,
+) -> Result<(), StoreError> {
     for (run, all) in in_order {
         for write in all {
             if !matches!(write, Write::Journal { .. }) {
@@ -542,7 +554,7 @@ async fn persist_grouped<'a>(
     if wakes {
         wakeups::notify(tx);
     }
-    Ok((journal, queued))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,22 +2,25 @@
 //! writer holds the database's only write lock for the whole transaction, so
 //! nothing moves between a read and a write of it. The batch's runs are read
 //! in one statement and its claims' leases checked in one statement per
-//! kind, each report is decided and its actions persisted with the
-//! statements of a single apply (`persist`), and every decided run's row is
-//! moved on from the version read in one statement (`json_each` over the
-//! batch as JSON, snapshot bytes as hex). Then the audit entries are chained
-//! at once and, under a lease, what the reports left due is leased.
+//! kind, each report is decided, every decided run's row is moved on from
+//! the version read in one statement (`json_each` over the batch as JSON,
+//! snapshot bytes as hex), and the decisions' rows are written in a
+//! statement per kind of write for the whole batch where a decision's
+//! writes allow it (`batch::groupable`: deletes first, then upserts), else
+//! one after another in its order (`persist::execute`). Then the audit
+//! entries are chained at once and, under a lease, what the reports left
+//! due is leased.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 
 use crate::audit::{self, Line};
-use crate::batch::run_of;
+use crate::batch::{Grouped, finish, groupable, run_of};
 use crate::claims::describe;
 use crate::db::Tx;
 use crate::eager::{self, Batched, EagerLease};
-use crate::persist::{persist, timer_key};
+use crate::persist::{Write, decision_writes, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision};
 use crate::{StoreError, snapshot_frame};
@@ -42,6 +45,41 @@ const UPDATE_RUNS: &str = concat!(
      value ->> 'attentionStep' AS attention_step, unhex(value ->> 'base') AS base FROM json_each($1)) AS u \
      WHERE runs.id = u.id AND runs.version = u.version"
 );
+
+/// Outbox rows `[run, step, kind]` whose work is done.
+const FINISH_WORK: &str = "DELETE FROM outbox WHERE (run_id, step, kind) IN \
+     (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each($1))";
+/// Outbox rows `[run, step, kind, attempt]` done with this attempt.
+const FINISH_ATTEMPT: &str = "DELETE FROM outbox WHERE (run_id, step, kind, attempt) IN \
+     (SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each($1))";
+/// Timers `[run, timer]` cleared.
+const CLEAR_TIMERS: &str =
+    "DELETE FROM timers WHERE (run_id, timer) IN (SELECT value ->> 0, value ->> 1 FROM json_each($1))";
+/// Waits `[run, step]` closed.
+const CLOSE_WAITS: &str =
+    "DELETE FROM waits WHERE (run_id, step) IN (SELECT value ->> 0, value ->> 1 FROM json_each($1))";
+/// Every outbox, timer and wait row of the runs `$1` (ids) ended.
+const END_WORK: [&str; 3] = [
+    "DELETE FROM outbox WHERE run_id IN (SELECT value FROM json_each($1))",
+    "DELETE FROM timers WHERE run_id IN (SELECT value FROM json_each($1))",
+    "DELETE FROM waits WHERE run_id IN (SELECT value FROM json_each($1))",
+];
+/// Outbox rows `[run, step, kind, attempt, not before, lane]` queued, as
+/// `persist`'s single upsert (`WHERE true`: SQLite's parser needs it before
+/// `ON CONFLICT` in an `INSERT … SELECT`).
+const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
+     claims, lane) SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, NULL, NULL, 0, \
+     value ->> 5 FROM json_each($1) WHERE true ORDER BY key \
+     ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane";
+/// Timers `[run, timer, due at]` set.
+const SET_TIMERS: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
+     SELECT value ->> 0, value ->> 1, value ->> 2, NULL, NULL FROM json_each($1) WHERE true ORDER BY key \
+     ON CONFLICT (run_id, timer) DO UPDATE SET due_at = excluded.due_at, lease_owner = NULL, lease_until = NULL";
+/// Waits `[run, step, reference]` opened.
+const OPEN_WAITS: &str = "INSERT INTO waits (run_id, step, reference) \
+     SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each($1) WHERE true ORDER BY key \
+     ON CONFLICT (run_id, step) DO UPDATE SET reference = excluded.reference";
 
 fn text(value: &Value) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("batch rows: {e}")))
@@ -94,7 +132,7 @@ where
     let held = held(tx, claims, owner).await?;
     let mut outcome = Vec::with_capacity(claims.len());
     let mut applied: Vec<&str> = Vec::with_capacity(claims.len());
-    let mut journal: Vec<(&str, Line<'static>)> = Vec::new();
+    let mut decided: Vec<(&str, Decision)> = Vec::with_capacity(claims.len());
     let mut updates: Vec<Value> = Vec::with_capacity(claims.len());
     for (i, claim) in claims.iter().enumerate() {
         let run_id = run_of(claim);
@@ -114,17 +152,17 @@ where
                 continue;
             }
         };
-        let lines = persist(tx, run_id, at, &decision.actions, &decision.lanes).await?;
         let (head, base) = snapshot_frame::columns(&decision.snapshot)?;
         updates.push(json!({
             "id": run_id, "head": hex::encode(head), "state": decision.state.as_str(), "held": decision.held,
             "version": version, "outcome": decision.outcome, "attentionStep": decision.attention_step,
             "base": base.map(hex::encode),
         }));
-        journal.extend(lines.into_iter().map(|line| (run_id, line.into_owned())));
+        decided.push((run_id, decision));
         applied.push(run_id);
         outcome.push(Ok(version + 1));
     }
+    let journal = persist_all(tx, at, &decided).await?;
     if !updates.is_empty() {
         let n = u64::try_from(updates.len()).unwrap_or(u64::MAX);
         if tx.execute(UPDATE_RUNS, vec![text(&Value::Array(updates))?.into(), at.into()]).await? != n {
@@ -143,4 +181,65 @@ where
         None => Vec::new(),
     };
     Ok(Batched { results: outcome, leased })
+}
+
+/// Writes the rows of every decided run's actions (see the module doc) and
+/// returns their audit entries, per run in order. Notifies once if any of
+/// them queued work or set a timer due soon, as `persist` does.
+async fn persist_all<'a>(
+    tx: &mut Tx,
+    at: i64,
+    decided: &'a [(&'a str, Decision)],
+) -> Result<Vec<(&'a str, Line<'a>)>, StoreError> {
+    let mut grouped = Grouped::default();
+    let mut in_order: Vec<(&str, Vec<Write<'a>>)> = Vec::new();
+    let mut journal = Vec::new();
+    let mut wakes = false;
+    for (run, decision) in decided {
+        let writes = decision_writes(&decision.actions, &decision.lanes);
+        journal.extend(writes.iter().filter_map(Write::journal_line).map(|line| (*run, line)));
+        wakes |= writes.iter().any(|w| w.wakes(at));
+        if groupable(&writes)? {
+            for write in &writes {
+                grouped.add(run, at, write, false)?;
+            }
+        } else {
+            in_order.push((run, writes));
+        }
+    }
+    execute_grouped(tx, grouped).await?;
+    finish(tx, at, in_order, wakes).await?;
+    Ok(journal)
+}
+
+/// The grouped writes: deletes first, then upserts, a statement per kind that has rows.
+async fn execute_grouped(tx: &mut Tx, g: Grouped) -> Result<(), StoreError> {
+    let rows = |n: usize, row: &dyn Fn(usize) -> Value| Value::Array((0..n).map(row).collect());
+    let (f, a, t, w, q, s, o) = (
+        &g.finish_work,
+        &g.finish_attempt,
+        &g.clear_timers,
+        &g.close_waits,
+        &g.queue_work,
+        &g.set_timers,
+        &g.open_waits,
+    );
+    let statements = [
+        (FINISH_WORK, rows(f.0.len(), &|i| json!([f.0[i], f.1[i], f.2[i]]))),
+        (FINISH_ATTEMPT, rows(a.0.len(), &|i| json!([a.0[i], a.1[i], a.2[i], a.3[i]]))),
+        (CLEAR_TIMERS, rows(t.0.len(), &|i| json!([t.0[i], t.1[i]]))),
+        (CLOSE_WAITS, rows(w.0.len(), &|i| json!([w.0[i], w.1[i]]))),
+        (END_WORK[0], json!(g.end)),
+        (END_WORK[1], json!(g.end)),
+        (END_WORK[2], json!(g.end)),
+        (QUEUE_WORK, rows(q.0.len(), &|i| json!([q.0[i], q.1[i], q.2[i], q.3[i], q.4[i], q.5[i]]))),
+        (SET_TIMERS, rows(s.0.len(), &|i| json!([s.0[i], s.1[i], s.2[i]]))),
+        (OPEN_WAITS, rows(o.0.len(), &|i| json!([o.0[i], o.1[i], o.2[i]]))),
+    ];
+    for (sql, rows) in statements {
+        if rows.as_array().is_some_and(|r| !r.is_empty()) {
+            tx.execute(sql, vec![text(&rows)?.into()]).await?;
+        }
+    }
+    Ok(())
 }

@@ -67,8 +67,8 @@ use audit_chain::{
 use batch::{
     a_batch_applies_each_report_as_a_single_apply_would,
     a_batch_fails_whole_when_a_lease_or_a_run_moves_while_it_decides, a_batch_of_due_timers_ends_every_run,
-    a_batch_writes_the_listing_columns_as_single_applies_do, a_run_twice_in_one_batch_is_refused_whole,
-    claims_carry_the_run_as_they_read_it,
+    a_batch_writes_every_kind_of_row_as_single_applies_do, a_batch_writes_the_listing_columns_as_single_applies_do,
+    a_run_twice_in_one_batch_is_refused_whole, claims_carry_the_run_as_they_read_it,
 };
 use columns::{
     a_snapshot_is_kept_as_its_base_and_head, admissions_write_the_listing_columns,
@@ -199,6 +199,7 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     both_admission_paths_write_the_same_rows,
     claims_carry_the_run_as_they_read_it,
     a_batch_writes_the_listing_columns_as_single_applies_do,
+    a_batch_writes_every_kind_of_row_as_single_applies_do,
     a_claim_round_takes_both_kinds_and_says_what_is_due_next,
     fresh_and_expired_rows_share_one_limit,
     a_batch_leases_the_work_it_queues_to_its_worker,

@@ -4,6 +4,7 @@
 
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
+use coordinator_core::machine::time::Instant;
 use coordinator_core::model::run::RunState;
 use coordinator_store::{Claim, ClaimedRun, Decision, Store, StoreError, WorkItem, WorkScope};
 
@@ -258,4 +259,107 @@ pub async fn a_batch_fails_whole_when_a_lease_or_a_run_moves_while_it_decides(db
         let after = versions([ok(db.load(&ids[0]).await, "run"), ok(db.load(&ids[1]).await, "run")]);
         assert_eq!(after[untouched], versions_before[untouched], "{expected}");
     }
+}
+
+/// `actions` on the run of `snapshot`, as a decision of it.
+fn acting(actions: Vec<Action>) -> impl FnOnce(&[u8]) -> Result<Decision, String> {
+    move |snapshot| Ok(with_actions(&decode(snapshot)?, actions))
+}
+
+/// Every kind of row a decision writes — a finished attempt, queued work,
+/// timers set and cleared, a wait opened, then closed with its observation
+/// finished — and a decision whose writes must keep their order (a row
+/// queued twice): a batch writes them as single applies do.
+pub async fn a_batch_writes_every_kind_of_row_as_single_applies_do(store: &Store) {
+    let wf = workflow();
+    let ids: Vec<String> = (1..=4).map(run_id).collect();
+    for id in &ids {
+        admit(store, &wf, id, T0).await;
+    }
+    let claimed = ok(store.claim_work(T0, "w1", LEASE_MS, 10).await, "claim");
+    let claim_of = |id: &str| -> Claim {
+        Claim::Work(claimed.iter().find(|w| w.run_id == id).cloned().unwrap_or_else(|| panic!("no claim of {id}")))
+    };
+    let first = claimed.first().unwrap_or_else(|| panic!("nothing claimed"));
+    let (step, attempt) = (first.step.clone(), u32::try_from(first.attempt).unwrap_or(0));
+    let done = Action::RecordEffect {
+        step: step.clone(),
+        attempt,
+        effect: coordinator_core::model::run::EffectState::Accepted,
+        output: None,
+        completions: Default::default(),
+        refusal: None,
+    };
+    let wait = |at: i64| Action::StartWait {
+        step: "w".into(),
+        reference: "ref".into(),
+        started_at: Instant(at),
+        interval_seconds: 30,
+        timeout_at: Instant(at + 1_000),
+    };
+    let timeout = Timer::WaitTimeout { step: "w".into() };
+    // Groupable: every kind of write once.
+    let grouped = || {
+        acting(vec![
+            done.clone(),
+            Action::Dispatch { step: "s2".into(), attempt: 1, not_before: Instant(T0 + 5) },
+            Action::ScheduleTimer { timer: timeout.clone(), at: Instant(T0 + 1_000) },
+            Action::CancelTimer { timer: Timer::RunDeadline },
+            wait(T0),
+            Action::Observe { step: "w".into(), seq: 1, at: Instant(T0 + 50) },
+            Action::Audit { kind: AuditKind::Decision, step: Some("w".into()), detail: "waiting".into() },
+        ])
+    };
+    // Not groupable: the same row queued twice, the second attempt kept.
+    let in_order = || {
+        acting(vec![
+            done.clone(),
+            Action::Dispatch { step: "s3".into(), attempt: 1, not_before: Instant(T0 + 5) },
+            Action::Dispatch { step: "s3".into(), attempt: 2, not_before: Instant(T0 + 7) },
+            wait(T0),
+        ])
+    };
+    batch_of(store, &[claim_of(&ids[0]), claim_of(&ids[1])], T0 + 1, vec![Box::new(grouped()), Box::new(in_order())])
+        .await;
+    ok(store.apply_fenced(&claim_of(&ids[2]), "w1", T0 + 1, grouped()).await, "single, grouped");
+    ok(store.apply_fenced(&claim_of(&ids[3]), "w1", T0 + 1, in_order()).await, "single, in order");
+    for (batched, single) in [(&ids[0], &ids[2]), (&ids[1], &ids[3])] {
+        let (b, s) = (ok(store.work_of(batched).await, "batched"), ok(store.work_of(single).await, "single"));
+        assert_eq!(b, s, "run {batched} as the single apply left run {single}");
+    }
+    let grouped_work = ok(store.work_of(&ids[0]).await, "work");
+    assert!(grouped_work.outbox.iter().any(|(s, _, _, nb)| s == "s2" && *nb == T0 + 5), "{grouped_work:?}");
+    assert!(!grouped_work.outbox.iter().any(|(s, _, _, _)| *s == step), "the attempt is done: {grouped_work:?}");
+    assert_eq!(grouped_work.timers.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>(), vec![timeout.clone()]);
+    let ordered = ok(store.work_of(&ids[1]).await, "work");
+    assert!(ordered.outbox.iter().any(|(s, _, a, nb)| s == "s3" && *a == 2 && *nb == T0 + 7), "{ordered:?}");
+    let mut waiting: Vec<(String, String)> = ids.iter().map(|id| (id.clone(), "w".to_owned())).collect();
+    waiting.sort();
+    assert_eq!(ok(store.waiting_on("ref").await, "waits"), waiting);
+
+    // The observations of runs 1 and 3: the wait resolves, its timer is cleared.
+    let observed = ok(store.claim_work(T0 + 50, "w1", LEASE_MS, 20).await, "claim the observations");
+    let observation_of = |id: &str| -> Claim {
+        let found = observed.iter().find(|w| w.run_id == id && w.kind == coordinator_store::WorkKind::Observation);
+        Claim::Work(found.cloned().unwrap_or_else(|| panic!("no observation of {id}: {observed:?}")))
+    };
+    let resolve = || {
+        acting(vec![
+            Action::ResolveWait {
+                step: "w".into(),
+                resolution: coordinator_core::machine::action::WaitResolution::Completed,
+                value: None,
+            },
+            Action::CancelTimer { timer: timeout.clone() },
+        ])
+    };
+    batch_of(store, &[observation_of(&ids[0])], T0 + 50, vec![Box::new(resolve())]).await;
+    ok(store.apply_fenced(&observation_of(&ids[2]), "w1", T0 + 50, resolve()).await, "single, resolve");
+    let (b, s) = (ok(store.work_of(&ids[0]).await, "batched"), ok(store.work_of(&ids[2]).await, "single"));
+    assert_eq!(b, s);
+    assert!(b.timers.is_empty() && !b.outbox.iter().any(|(s, _, _, _)| s == "w"), "{b:?}");
+    assert_eq!(
+        ok(store.waiting_on("ref").await, "waits"),
+        vec![(ids[1].clone(), "w".to_owned()), (ids[3].clone(), "w".to_owned())]
+    );
 }
