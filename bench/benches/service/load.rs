@@ -18,6 +18,11 @@ pub fn epoch_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Microseconds since the Unix epoch.
+pub fn epoch_us() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
 /// Admits runs of one workflow over `POST /v1/runs`.
 pub struct Admitter {
     client: reqwest::Client,
@@ -83,6 +88,9 @@ pub struct Admissions {
     pub elapsed: Duration,
     /// Each admission's latency (open loop: from its planned instant), sorted.
     pub latencies: Vec<Duration>,
+    /// The open loop's admissions in the order planned: when each was
+    /// planned (µs since the epoch) and its latency (empty for a closed loop).
+    pub timed: Vec<(i64, Duration)>,
 }
 
 impl Admissions {
@@ -146,6 +154,7 @@ pub async fn closed_loop(
         first_sent_ms,
         elapsed,
         latencies,
+        timed: Vec::new(),
     })
 }
 
@@ -156,6 +165,7 @@ pub async fn open_loop(admitter: Arc<Admitter>, rate: f64, duration: Duration) -
     let period = Duration::from_secs_f64(1.0 / rate);
     let first_sent_ms = epoch_ms();
     let start = tokio::time::Instant::now();
+    let start_us = epoch_us();
     let mut tasks = Vec::with_capacity(count);
     for i in 0..count {
         let planned = start + period.mul_f64(i as f64);
@@ -164,10 +174,15 @@ pub async fn open_loop(admitter: Arc<Admitter>, rate: f64, duration: Duration) -
         tasks.push(tokio::spawn(async move { admitter.admit(i).await.map(|()| planned.elapsed()) }));
     }
     let mut latencies = Vec::with_capacity(count);
+    let mut timed = Vec::with_capacity(count);
     let mut failures = Vec::new();
-    for task in tasks {
+    for (i, task) in tasks.into_iter().enumerate() {
         match task.await? {
-            Ok(latency) => latencies.push(latency),
+            Ok(latency) => {
+                latencies.push(latency);
+                let planned = start_us + i64::try_from(period.mul_f64(i as f64).as_micros()).unwrap_or(i64::MAX);
+                timed.push((planned, latency));
+            }
             Err(e) => failures.push(e.to_string()),
         }
     }
@@ -180,6 +195,7 @@ pub async fn open_loop(admitter: Arc<Admitter>, rate: f64, duration: Duration) -
         first_sent_ms,
         elapsed,
         latencies,
+        timed,
     })
 }
 

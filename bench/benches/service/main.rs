@@ -7,7 +7,7 @@
 //! ```text
 //! cargo build --release -p coordinator
 //! cargo bench -p coordinator-bench --bench service -- throughput [db=sqlite,pg] [clients=1,8,32] [runs=3000] [pgbench=15] [walstats=0|1]
-//! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20] [walstats=0|1] [pgbench=0]
+//! cargo bench -p coordinator-bench --bench service -- latency [db=sqlite,pg] [rate=200] [seconds=20] [walstats=0|1] [pgbench=0] [probe=0]
 //! cargo bench -p coordinator-bench --bench service -- timers [db=pg] [runs=100000] [lead=600] [clients=32]
 //! cargo bench -p coordinator-bench --bench service -- pgbench [clients=32] [seconds=20]
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
@@ -228,6 +228,9 @@ async fn report_unfinished(stack: &Stack, admissions: &load::Admissions, finishe
 /// runs execute. `pgbench=S`: on PostgreSQL, pgbench's simple-update at the
 /// same rate for S seconds just before the row, its latencies from their
 /// scheduled starts as the open loop's (the server's own commit latency).
+/// `probe=R`: on PostgreSQL, pgbench's simple-update at R/s *during* the row,
+/// and how many admissions over 10 ms overlapped a probe transaction over
+/// 10 ms (whether the slow admissions fell while the server was slow).
 async fn latency(options: &Options) -> anyhow::Result<()> {
     let backends = options.backends("sqlite,pg")?;
     let rate: f64 = options.number("rate", 200.0)?;
@@ -238,6 +241,7 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     let pgbench_seconds: u64 = options.number("pgbench", 0)?;
+    let probe_rate: f64 = options.number("probe", 0.0)?;
     for backend in backends {
         // The server's own commit latency at the same rate, just before the row.
         let server = match backend {
@@ -251,8 +255,15 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
         let pg = stack.observer.pg_pool();
         let work0 = DbWork::start(pg).await?;
         let before = Cpu::read(stack.pid)?;
+        let probe = match backend {
+            Backend::Pg if probe_rate > 0.0 => {
+                Some(pgbench::Probe::start(probe_rate, seconds.ceil() as u64 + 1, &options.pg_params()).await?)
+            }
+            _ => None,
+        };
         let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
         let during = Cpu::read(stack.pid)?.since(&before);
+        let probed = probe.map(pgbench::Probe::finish).transpose()?;
         let ended = epoch_ms();
         let (finished, _, last) =
             wait_finished(&stack.observer, admissions.admitted, FINISH_POLL, FINISH_LIMIT).await?;
@@ -294,10 +305,43 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
                 admissions.quantile(0.99).as_secs_f64() / server.quantile(0.99).as_secs_f64().max(1e-9),
             );
         }
+        if let Some(probed) = probed {
+            println!("  {}", attribute(&admissions.timed, &probed, probe_rate));
+        }
         report_unfinished(&stack, &admissions, finished).await?;
         stack.stop().await;
     }
     Ok(())
+}
+
+/// What an admission over this long is (the target's bound).
+const SLOW: Duration = Duration::from_millis(10);
+
+/// Whether the slow admissions of `timed` (planned start µs, latency) fell
+/// while the server itself was slow: how many overlapped a `probed`
+/// transaction (start µs, latency) slower than [`SLOW`].
+fn attribute(timed: &[(i64, Duration)], probed: &[(i64, Duration)], probe_rate: f64) -> String {
+    let us = |d: &Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+    let slow_probes: Vec<(i64, i64)> =
+        probed.iter().filter(|(_, l)| *l > SLOW).map(|(start, l)| (*start, start + us(l))).collect();
+    let slow: Vec<(i64, i64)> =
+        timed.iter().filter(|(_, l)| *l > SLOW).map(|(start, l)| (*start, start + us(l))).collect();
+    let overlapping = slow.iter().filter(|(s, e)| slow_probes.iter().any(|(ps, pe)| ps < e && s < pe)).count();
+    let mut latencies: Vec<Duration> = probed.iter().map(|(_, l)| *l).collect();
+    latencies.sort();
+    let at = |p: f64| latencies.get(((p * latencies.len() as f64).ceil() as usize).saturating_sub(1)).copied();
+    format!(
+        "beside it, pgbench simple-update at {probe_rate}/s on the same server ({} transactions): p99 {} ms, max {} ms, \
+         {} over {} ms; of the {} admissions over {} ms, {} overlapped one of those",
+        latencies.len(),
+        at(0.99).map_or_else(|| "-".to_owned(), ms),
+        at(1.0).map_or_else(|| "-".to_owned(), ms),
+        slow_probes.len(),
+        SLOW.as_millis(),
+        slow.len(),
+        SLOW.as_millis(),
+        overlapping,
+    )
 }
 
 /// CPU used so far: the machine's busy and total ticks, the coordinator

@@ -6,7 +6,7 @@
 //! (the service's URL query, `pg=`) is pgbench's too (`PGSSLMODE`), so both
 //! talk to the server alike.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -131,21 +131,77 @@ pub(crate) async fn at_rate(rate: f64, seconds: u64, pg_params: &str) -> anyhow:
     let log_prefix = format!("--log-prefix={prefix}");
     let args = ["-b", "simple-update", "-c", &c, "-j", "2", "-R", &r, "-T", &t, "-l", &log_prefix];
     let (command, _) = prepared.run(&args)?;
-    let mut latencies = Vec::new();
-    for entry in std::fs::read_dir(logs.path())? {
-        let text = std::fs::read_to_string(entry?.path())?;
-        // `client transaction latency_us script epoch_s epoch_us [lag_us]`.
-        for line in text.lines() {
-            let us: u64 = line
-                .split_whitespace()
-                .nth(2)
-                .and_then(|f| f.parse().ok())
-                .ok_or_else(|| anyhow!("pgbench's log line {line:?} has no latency"))?;
-            latencies.push(Duration::from_micros(us));
-        }
-    }
+    let mut latencies: Vec<Duration> = logged(logs.path())?.into_iter().map(|(_, latency)| latency).collect();
     latencies.sort();
     Ok(AtRate { command: command.replace(prefix, "<dir>/pgbench_log"), latencies })
+}
+
+/// Every transaction pgbench logged (`-l`) in `dir`: when it ended (µs
+/// since the epoch) and its latency. A line is `client transaction
+/// latency_us script epoch_s epoch_us [lag_us]`.
+fn logged(dir: &Path) -> anyhow::Result<Vec<(i64, Duration)>> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        for line in text.lines() {
+            let field = |n: usize| -> anyhow::Result<i64> {
+                line.split_whitespace()
+                    .nth(n)
+                    .and_then(|f| f.parse().ok())
+                    .ok_or_else(|| anyhow!("pgbench's log line {line:?} has no field {n}"))
+            };
+            let latency = Duration::from_micros(u64::try_from(field(2)?).unwrap_or(0));
+            all.push((field(4)? * 1_000_000 + field(5)?, latency));
+        }
+    }
+    Ok(all)
+}
+
+/// pgbench's simple-update at a fixed rate in the background, beside a
+/// measurement: the server's commit latency at the same moments.
+pub(crate) struct Probe {
+    child: std::process::Child,
+    logs: tempfile::TempDir,
+    _prepared: Prepared,
+}
+
+impl Probe {
+    /// Starts `pgbench -b simple-update -c 2 -j 1 -R rate -T seconds -l`.
+    pub(crate) async fn start(rate: f64, seconds: u64, pg_params: &str) -> anyhow::Result<Probe> {
+        let prepared = Prepared::new(pg_params).await?;
+        let logs = tempfile::tempdir()?;
+        let prefix = logs.path().join("probe_log");
+        let prefix = prefix.to_str().context("the temporary directory's path is not UTF-8")?;
+        let (r, t) = (format!("{rate}"), seconds.to_string());
+        let mut command = Command::new(&prepared.bin);
+        if let Some(mode) = &prepared.sslmode {
+            command.env("PGSSLMODE", mode);
+        }
+        let args = ["-b", "simple-update", "-c", "2", "-j", "1", "-R", &r, "-T", &t, "-l"];
+        let child = command
+            .args(BASE)
+            .args(args)
+            .arg(format!("--log-prefix={prefix}"))
+            .arg(prepared.db.name())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        Ok(Probe { child, logs, _prepared: prepared })
+    }
+
+    /// Waits for pgbench to end; its transactions: when each started (µs
+    /// since the epoch) and its latency, in no particular order.
+    pub(crate) fn finish(mut self) -> anyhow::Result<Vec<(i64, Duration)>> {
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("the pgbench probe failed: {status}");
+        }
+        let ended = logged(self.logs.path())?;
+        Ok(ended
+            .into_iter()
+            .map(|(end, latency)| (end - i64::try_from(latency.as_micros()).unwrap_or(0), latency))
+            .collect())
+    }
 }
 
 /// `pgbench` on PATH, else the newest in /usr/lib/postgresql/*/bin.
