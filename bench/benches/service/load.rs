@@ -101,12 +101,17 @@ impl Admissions {
 
     /// The `p`-quantile (0..=1) latency, nearest rank.
     pub fn quantile(&self, p: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = (p * self.latencies.len() as f64).ceil() as usize;
-        self.latencies[rank.clamp(1, self.latencies.len()) - 1]
+        quantile(&self.latencies, p)
     }
+}
+
+/// The `p`-quantile (0..=1) of `sorted`, nearest rank (zero when empty).
+pub fn quantile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// `runs` admissions by `clients` closed-loop clients, stopping early at `stop` if given.

@@ -329,13 +329,12 @@ fn attribute(timed: &[(i64, Duration)], probed: &[(i64, Duration)], probe_rate: 
     let overlapping = slow.iter().filter(|(s, e)| slow_probes.iter().any(|(ps, pe)| ps < e && s < pe)).count();
     let mut latencies: Vec<Duration> = probed.iter().map(|(_, l)| *l).collect();
     latencies.sort();
-    let at = |p: f64| latencies.get(((p * latencies.len() as f64).ceil() as usize).saturating_sub(1)).copied();
     format!(
         "beside it, pgbench simple-update at {probe_rate}/s on the same server ({} transactions): p99 {} ms, max {} ms, \
          {} over {} ms; of the {} admissions over {} ms, {} overlapped one of those",
         latencies.len(),
-        at(0.99).map_or_else(|| "-".to_owned(), ms),
-        at(1.0).map_or_else(|| "-".to_owned(), ms),
+        ms(load::quantile(&latencies, 0.99)),
+        ms(load::quantile(&latencies, 1.0)),
         slow_probes.len(),
         SLOW.as_millis(),
         slow.len(),

@@ -49,11 +49,7 @@ pub(crate) struct AtRate {
 impl AtRate {
     /// The `p` quantile (0..=1) of the latencies, by the open loop's rule.
     pub(crate) fn quantile(&self, p: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = (p * self.latencies.len() as f64).ceil() as usize;
-        self.latencies[rank.clamp(1, self.latencies.len()) - 1]
+        crate::load::quantile(&self.latencies, p)
     }
 
     pub(crate) fn count(&self) -> usize {
@@ -87,16 +83,22 @@ impl Prepared {
     fn run(&self, args: &[&str]) -> anyhow::Result<(String, String)> {
         let env = self.sslmode.as_ref().map(|m| format!("PGSSLMODE={m} ")).unwrap_or_default();
         let command = format!("{env}{} {} {} {}", self.bin.display(), BASE.join(" "), args.join(" "), self.db.name());
-        let mut run = Command::new(&self.bin);
-        if let Some(mode) = &self.sslmode {
-            run.env("PGSSLMODE", mode);
-        }
-        let run = run.args(BASE).args(args).arg(self.db.name()).output()?;
+        let run = self.command(args).output()?;
         let out = String::from_utf8_lossy(&run.stdout).into_owned();
         if !run.status.success() {
             bail!("pgbench: {}{}", out, String::from_utf8_lossy(&run.stderr));
         }
         Ok((command, out))
+    }
+
+    /// pgbench with `args` on the scratch database, reaching the server as the service does.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.bin);
+        if let Some(mode) = &self.sslmode {
+            command.env("PGSSLMODE", mode);
+        }
+        command.args(BASE).args(args).arg(self.db.name());
+        command
     }
 }
 
@@ -172,20 +174,10 @@ impl Probe {
         let logs = tempfile::tempdir()?;
         let prefix = logs.path().join("probe_log");
         let prefix = prefix.to_str().context("the temporary directory's path is not UTF-8")?;
-        let (r, t) = (format!("{rate}"), seconds.to_string());
-        let mut command = Command::new(&prepared.bin);
-        if let Some(mode) = &prepared.sslmode {
-            command.env("PGSSLMODE", mode);
-        }
-        let args = ["-b", "simple-update", "-c", "2", "-j", "1", "-R", &r, "-T", &t, "-l"];
-        let child = command
-            .args(BASE)
-            .args(args)
-            .arg(format!("--log-prefix={prefix}"))
-            .arg(prepared.db.name())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
+        let (r, t, log_prefix) = (format!("{rate}"), seconds.to_string(), format!("--log-prefix={prefix}"));
+        let args = ["-b", "simple-update", "-c", "2", "-j", "1", "-R", &r, "-T", &t, "-l", &log_prefix];
+        let child =
+            prepared.command(&args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn()?;
         Ok(Probe { child, logs, _prepared: prepared })
     }
 
