@@ -26,7 +26,7 @@ use sqlx::postgres::PgPoolOptions;
 
 use crate::fleet::{Histogram, Process, end_row, metrics, spawn, wait_ready, write_worker};
 use crate::load::{Admitter, closed_loop, open_loop, wait_finished};
-use crate::stack::{Observer, PgScratch, coordinator_bin, free_port, machine_ticks, read_listen, repo, sim_server};
+use crate::stack::{Observer, PgScratch, Ticks, coordinator_bin, free_port, read_listen, repo, sim_server};
 use crate::{FINISH_LIMIT, FINISH_POLL, Options, three_calls_input};
 
 /// A private `redis-server`, killed when dropped.
@@ -180,14 +180,14 @@ async fn row(options: &Options, layout: &str, fixture: &str, notify: bool, on: b
     }
     let observer = Observer::Pg(PgPoolOptions::new().max_connections(1).connect(&url).await?);
     let admitter = Arc::new(Admitter::new(&urls[0], &workflow, &revision, "dispatch", three_calls_input)?);
-    let (busy0, total0) = machine_ticks()?;
+    let ticks0 = Ticks::read()?;
     let admissions = match load {
         Load::Open(rate, seconds) => open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?,
         Load::Closed(clients, runs) => closed_loop(admitter, clients, runs, None).await?,
     };
     let (finished, _, last) = wait_finished(&observer, admissions.admitted, FINISH_POLL, FINISH_LIMIT).await?;
     let completed = finished as f64 / ((last - admissions.first_sent_ms).max(1) as f64 / 1000.0);
-    let (busy1, total1) = machine_ticks()?;
+    let ticks = Ticks::read()?.since(&ticks0);
     let path = if remote { "remote" } else { "in-process" };
     let mut delays = Histogram::default();
     let (mut sent, mut woke, mut claims) = (0.0, 0.0, 0.0);
@@ -199,7 +199,7 @@ async fn row(options: &Options, layout: &str, fixture: &str, notify: bool, on: b
         woke += sample(&text, &format!("coordinator_dispatch_hint_wakeups_total{{path=\"{path}\"}}"));
     }
     println!(
-        "| {layout} | {fixture} | {} | {} | {finished} / {} | {completed:.0} | {} | {} | {} | {claims:.0} | {} | {} | {:.0} % |",
+        "| {layout} | {fixture} | {} | {} | {finished} / {} | {completed:.0} | {} | {} | {} | {claims:.0} | {} | {} | {ticks} |",
         if notify { "on" } else { "off" },
         if on { "on" } else { "off" },
         admissions.admitted,
@@ -208,7 +208,6 @@ async fn row(options: &Options, layout: &str, fixture: &str, notify: bool, on: b
         delays.quantile_ms(0.99),
         if on { format!("{sent:.0}") } else { "—".to_owned() },
         if on { format!("{woke:.0}") } else { "—".to_owned() },
-        100.0 * (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64,
     );
     end_row(&observer, &admissions, finished).await?;
     drop(procs);

@@ -119,7 +119,7 @@ async fn row(options: &Options, runs: usize, clients: usize, serves: usize, work
     }
     let per_run = |seconds: f64| format!("{:.2}", 1000.0 * seconds / finished.max(1) as f64);
     println!(
-        "| {serves} | {workers} | {:.0} | {} | {} | {} / {} / {} / {} | {:.0} % |",
+        "| {serves} | {workers} | {:.0} | {} | {} | {} / {} / {} / {} | {} |",
         finished as f64 / wall,
         delays.quantile_ms(0.5),
         delays.quantile_ms(0.99),
@@ -127,7 +127,7 @@ async fn row(options: &Options, runs: usize, clients: usize, serves: usize, work
         if workers > 0 { per_run(usage.workers) } else { "—".to_owned() },
         per_run(usage.bench),
         per_run(usage.postgres),
-        usage.busy_percent(),
+        usage.machine,
     );
     end_row(&observer, &admissions, finished).await?;
     drop(procs);

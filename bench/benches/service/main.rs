@@ -31,6 +31,7 @@ mod history;
 mod load;
 mod pgbench;
 mod stack;
+mod stalls;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,7 +41,7 @@ use anyhow::{Context as _, anyhow, bail};
 use dbwork::DbWork;
 use load::{Admitter, admission_buckets, closed_loop, epoch_ms, listed, open_loop, wait_finished};
 use serde_json::json;
-use stack::{Backend, Stack, cpu_seconds, cpu_seconds_of, machine_ticks, memory_kb};
+use stack::{Backend, Stack, Ticks, cpu_seconds, cpu_seconds_of, memory_kb};
 
 /// The most a batch of runs may take to finish before the bench reports it unfinished.
 pub(crate) const FINISH_LIMIT: Duration = Duration::from_secs(900);
@@ -175,7 +176,7 @@ async fn throughput(options: &Options) -> anyhow::Result<()> {
             let shown = listed(&stack.url, "finished").await?;
             let per_run = |seconds: f64| 1000.0 * seconds / finished.max(1) as f64;
             println!(
-                "| {} | {c} | {:.0} | {} | {} | {rate:.0} | {} | {} | {wall:.2} | {:.2} / {:.2} / {} | {:.0} % | {finished} / {shown} |",
+                "| {} | {c} | {:.0} | {} | {} | {rate:.0} | {} | {} | {wall:.2} | {:.2} / {:.2} / {} | {} | {finished} / {shown} |",
                 backend.name(),
                 admissions.rate(),
                 ms(admissions.quantile(0.5)),
@@ -185,7 +186,7 @@ async fn throughput(options: &Options) -> anyhow::Result<()> {
                 per_run(cpu.coordinator),
                 per_run(cpu.bench),
                 if backend == Backend::Pg { format!("{:.2}", per_run(cpu.postgres)) } else { "—".to_owned() },
-                cpu.busy_percent(),
+                cpu.machine,
             );
             if let Some(work) = work {
                 details.push(format!("{} {c} clients, {work}", backend.name()));
@@ -231,6 +232,9 @@ async fn report_unfinished(stack: &Stack, admissions: &load::Admissions, finishe
 /// `probe=R`: on PostgreSQL, pgbench's simple-update at R/s *during* the row,
 /// and how many admissions over 10 ms overlapped a probe transaction over
 /// 10 ms (whether the slow admissions fell while the server was slow).
+/// Every row also samples the machine's own stalls (`stalls`: a thread late
+/// to wake, the hypervisor taking the cores) and says how many slow
+/// admissions overlapped one.
 async fn latency(options: &Options) -> anyhow::Result<()> {
     let backends = options.backends("sqlite,pg")?;
     let rate: f64 = options.number("rate", 200.0)?;
@@ -261,7 +265,9 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
             }
             _ => None,
         };
+        let sampler = stalls::Sampler::start();
         let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
+        let stalled = sampler.finish()?;
         let during = Cpu::read(stack.pid)?.since(&before);
         let probed = probe.map(pgbench::Probe::finish).transpose()?;
         let ended = epoch_ms();
@@ -295,16 +301,18 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
         }
         if let Some(server) = server {
             println!(
-                "  the server just before, simple-update at {rate}/s ({} transactions, `{}`): p50 {} ms, p99 {} ms, \
-                 max {} ms; admission p99 / its p99 = {:.2}",
+                "  the server just before, simple-update at {rate}/s ({} transactions, `{}`, machine busy {}): p50 {} ms, \
+                 p99 {} ms, max {} ms; admission p99 / its p99 = {:.2}",
                 server.count(),
                 server.command,
+                server.machine,
                 ms(server.quantile(0.5)),
                 ms(server.quantile(0.99)),
                 ms(server.quantile(1.0)),
                 admissions.quantile(0.99).as_secs_f64() / server.quantile(0.99).as_secs_f64().max(1e-9),
             );
         }
+        println!("  {}", stalled.attribute(&admissions.timed, SLOW));
         if let Some(probed) = probed {
             println!("  {}", attribute(&admissions.timed, &probed, probe_rate));
         }
@@ -321,12 +329,9 @@ const SLOW: Duration = Duration::from_millis(10);
 /// while the server itself was slow: how many overlapped a `probed`
 /// transaction (start µs, latency) slower than [`SLOW`].
 fn attribute(timed: &[(i64, Duration)], probed: &[(i64, Duration)], probe_rate: f64) -> String {
-    let us = |d: &Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
-    let slow_probes: Vec<(i64, i64)> =
-        probed.iter().filter(|(_, l)| *l > SLOW).map(|(start, l)| (*start, start + us(l))).collect();
-    let slow: Vec<(i64, i64)> =
-        timed.iter().filter(|(_, l)| *l > SLOW).map(|(start, l)| (*start, start + us(l))).collect();
-    let overlapping = slow.iter().filter(|(s, e)| slow_probes.iter().any(|(ps, pe)| ps < e && s < pe)).count();
+    let slow_probes = stalls::slow_intervals(probed, SLOW);
+    let slow = stalls::slow_intervals(timed, SLOW);
+    let overlapping = stalls::overlapping(&slow, &slow_probes);
     let mut latencies: Vec<Duration> = probed.iter().map(|(_, l)| *l).collect();
     latencies.sort();
     format!(
@@ -347,8 +352,7 @@ fn attribute(timed: &[(i64, Duration)], probed: &[(i64, Duration)], probe_rate: 
 /// processes, the remote workers, this process (load and simulators) and the
 /// PostgreSQL server's processes.
 pub(crate) struct Cpu {
-    busy: u64,
-    total: u64,
+    pub(crate) machine: Ticks,
     pub(crate) coordinator: f64,
     pub(crate) workers: f64,
     pub(crate) bench: f64,
@@ -363,10 +367,8 @@ impl Cpu {
     /// With several coordinator processes and the remote workers' processes.
     pub(crate) fn read_all(coordinators: &[u32], workers: &[u32]) -> anyhow::Result<Cpu> {
         let sum = |pids: &[u32]| -> anyhow::Result<f64> { pids.iter().map(|p| cpu_seconds(Some(*p))).sum() };
-        let (busy, total) = machine_ticks()?;
         Ok(Cpu {
-            busy,
-            total,
+            machine: Ticks::read()?,
             coordinator: sum(coordinators)?,
             workers: sum(workers)?,
             bench: cpu_seconds(None)?,
@@ -376,8 +378,7 @@ impl Cpu {
 
     pub(crate) fn since(&self, before: &Cpu) -> Cpu {
         Cpu {
-            busy: self.busy - before.busy,
-            total: self.total - before.total,
+            machine: self.machine.since(&before.machine),
             coordinator: self.coordinator - before.coordinator,
             workers: self.workers - before.workers,
             bench: self.bench - before.bench,
@@ -386,21 +387,12 @@ impl Cpu {
     }
 }
 
-impl Cpu {
-    pub(crate) fn busy_percent(&self) -> f64 {
-        100.0 * self.busy as f64 / self.total.max(1) as f64
-    }
-}
-
 impl std::fmt::Display for Cpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "machine {:.0} % busy, CPU s: coordinator {:.1}, bench process {:.1}, postgres {:.1}",
-            self.busy_percent(),
-            self.coordinator,
-            self.bench,
-            self.postgres
+            "machine busy {}, CPU s: coordinator {:.1}, bench process {:.1}, postgres {:.1}",
+            self.machine, self.coordinator, self.bench, self.postgres
         )
     }
 }

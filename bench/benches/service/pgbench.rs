@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 
 use crate::Options;
-use crate::stack::PgScratch;
+use crate::stack::{PgScratch, Ticks};
 
 /// The `pgbench` scenario: simple-update flat out.
 pub(crate) async fn pgbench(options: &Options) -> anyhow::Result<()> {
@@ -44,6 +44,8 @@ pub(crate) struct AtRate {
     pub(crate) command: String,
     /// Each transaction's latency from its scheduled start, sorted.
     latencies: Vec<Duration>,
+    /// The machine's CPU while pgbench ran.
+    pub(crate) machine: Ticks,
 }
 
 impl AtRate {
@@ -132,10 +134,12 @@ pub(crate) async fn at_rate(rate: f64, seconds: u64, pg_params: &str) -> anyhow:
     let (c, r, t) = (RATE_CLIENTS.to_string(), format!("{rate}"), seconds.to_string());
     let log_prefix = format!("--log-prefix={prefix}");
     let args = ["-b", "simple-update", "-c", &c, "-j", "2", "-R", &r, "-T", &t, "-l", &log_prefix];
+    let before = Ticks::read()?;
     let (command, _) = prepared.run(&args)?;
+    let machine = Ticks::read()?.since(&before);
     let mut latencies: Vec<Duration> = logged(logs.path())?.into_iter().map(|(_, latency)| latency).collect();
     latencies.sort();
-    Ok(AtRate { command: command.replace(prefix, "<dir>/pgbench_log"), latencies })
+    Ok(AtRate { command: command.replace(prefix, "<dir>/pgbench_log"), latencies, machine })
 }
 
 /// Every transaction pgbench logged (`-l`) in `dir`: when it ended (µs

@@ -343,15 +343,51 @@ pub fn cpu_seconds(pid: Option<u32>) -> anyhow::Result<f64> {
     Ok((tick(11)? + tick(12)?) as f64 / 100.0)
 }
 
-/// Ticks the whole machine spent busy and in all, summed over its cores (the
-/// `cpu` line of /proc/stat: busy is everything but `idle` and `iowait`).
-pub fn machine_ticks() -> anyhow::Result<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat")?;
-    let line = stat.lines().find(|l| l.starts_with("cpu ")).ok_or_else(|| anyhow!("/proc/stat has no cpu line"))?;
-    let ticks: Vec<u64> = line.split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
-    let total: u64 = ticks.iter().sum();
-    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
-    Ok((total - idle, total))
+/// The whole machine's CPU ticks so far, summed over its cores (the `cpu`
+/// line of /proc/stat): busy is everything but `idle` and `iowait`, and
+/// counts `steal`, the time the hypervisor ran something else while this
+/// machine had work (a shared virtual machine's stalls).
+#[derive(Clone, Copy)]
+pub struct Ticks {
+    busy: u64,
+    steal: u64,
+    total: u64,
+}
+
+impl Ticks {
+    pub fn read() -> anyhow::Result<Ticks> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        let line = stat.lines().find(|l| l.starts_with("cpu ")).ok_or_else(|| anyhow!("/proc/stat has no cpu line"))?;
+        let ticks: Vec<u64> = line.split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
+        let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
+        let total: u64 = ticks.iter().sum();
+        Ok(Ticks { busy: total - at(3) - at(4), steal: at(7), total })
+    }
+
+    /// The ticks from `before` to these.
+    pub fn since(&self, before: &Ticks) -> Ticks {
+        Ticks { busy: self.busy - before.busy, steal: self.steal - before.steal, total: self.total - before.total }
+    }
+
+    pub fn busy_percent(&self) -> f64 {
+        100.0 * self.busy as f64 / self.total.max(1) as f64
+    }
+
+    /// Ticks the hypervisor took (hundredths of a second, over all cores).
+    pub fn steal(&self) -> u64 {
+        self.steal
+    }
+
+    pub fn steal_percent(&self) -> f64 {
+        100.0 * self.steal as f64 / self.total.max(1) as f64
+    }
+}
+
+impl std::fmt::Display for Ticks {
+    /// `85 % (9 % stolen)`: busy, and of it the hypervisor's share.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.0} % ({:.0} % stolen)", self.busy_percent(), self.steal_percent())
+    }
 }
 
 /// CPU seconds used so far by every process whose command is `name` (the
