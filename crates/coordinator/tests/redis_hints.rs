@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
-use deploy::{DeploymentSpec, eager_reviewed_notice, free_ports, sim_server};
-use serde_json::{Value, json};
+use deploy::{DeploymentSpec, eager_reviewed_notice, free_ports, runs_in_state, sim_server};
+use serde_json::json;
 use support::{authorized_client, on_runtime, sample_input};
 
 const RUNS: usize = 300;
@@ -39,25 +39,6 @@ const RUNS: usize = 300;
 const CLIENTS: usize = 8;
 /// The pause of each client between two admissions (about 60 admissions/s in all).
 const PACE: Duration = Duration::from_millis(120);
-
-/// How many runs are in `state`, counted through the list API's pages.
-async fn count(client: &reqwest::Client, url: &str, state: &str) -> usize {
-    let mut total = 0;
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut page_url = format!("{url}/v1/runs?state={state}&limit=500");
-        if let Some(c) = &cursor {
-            page_url.push_str(&format!("&cursor={c}"));
-        }
-        let Ok(response) = client.get(page_url).send().await else { return total };
-        let page: Value = response.json().await.unwrap_or(Value::Null);
-        total += page["runs"].as_array().map_or(0, Vec::len);
-        match page["next"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => return total,
-        }
-    }
-}
 
 /// The value of the sample `name` (with its labels, as Prometheus writes them) in `url/metrics`.
 async fn sample(client: &reqwest::Client, url: &str, name: &str) -> f64 {
@@ -169,7 +150,7 @@ fn redis_killed_restarted_empty_and_flushed_mid_load_loses_and_duplicates_nothin
 
         let mut finished = 0;
         for _ in 0..1200 {
-            finished = count(&client, &urls[0], "finished").await;
+            finished = runs_in_state(&client, &urls[0], "finished").await;
             if finished == RUNS {
                 break;
             }

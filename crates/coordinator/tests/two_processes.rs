@@ -19,32 +19,13 @@ use std::time::Duration;
 
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
-use deploy::{DeploymentSpec, eager_reviewed_notice, free_ports, sim_server};
-use serde_json::{Value, json};
+use deploy::{DeploymentSpec, eager_reviewed_notice, free_ports, runs_in_state, sim_server};
+use serde_json::json;
 use support::{authorized_client, on_runtime, sample_input};
 
 const RUNS: usize = 1000;
 /// Admissions in flight at once.
 const CLIENTS: usize = 16;
-
-/// How many runs are in `state`, counted through the list API's pages.
-async fn count(client: &reqwest::Client, url: &str, state: &str) -> usize {
-    let mut total = 0;
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut page_url = format!("{url}/v1/runs?state={state}&limit=500");
-        if let Some(c) = &cursor {
-            page_url.push_str(&format!("&cursor={c}"));
-        }
-        let Ok(response) = client.get(page_url).send().await else { return total };
-        let page: Value = response.json().await.unwrap_or(Value::Null);
-        total += page["runs"].as_array().map_or(0, Vec::len);
-        match page["next"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => return total,
-        }
-    }
-}
 
 #[test]
 fn two_processes_on_one_postgres_run_a_thousand_runs_without_a_double_or_lost_dispatch() {
@@ -113,7 +94,7 @@ fn two_processes_on_one_postgres_run_a_thousand_runs_without_a_double_or_lost_di
 
         let mut finished = 0;
         for _ in 0..1200 {
-            finished = count(&client, &urls[0], "finished").await;
+            finished = runs_in_state(&client, &urls[0], "finished").await;
             if finished == RUNS {
                 break;
             }

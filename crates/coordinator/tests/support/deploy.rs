@@ -207,3 +207,22 @@ pub fn eager_reviewed_notice(dir: &Path) -> PathBuf {
     std::fs::write(project.join("workflow.yaml"), eager).unwrap_or_else(|e| panic!("{e}"));
     project
 }
+
+/// How many runs are in `state`, counted through the list API's pages.
+pub async fn runs_in_state(client: &reqwest::Client, url: &str, state: &str) -> usize {
+    let mut total = 0;
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut page_url = format!("{url}/v1/runs?state={state}&limit=500");
+        if let Some(c) = &cursor {
+            page_url.push_str(&format!("&cursor={c}"));
+        }
+        let Ok(response) = client.get(page_url).send().await else { return total };
+        let page: serde_json::Value = response.json().await.unwrap_or(serde_json::Value::Null);
+        total += page["runs"].as_array().map_or(0, Vec::len);
+        match page["next"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return total,
+        }
+    }
+}
