@@ -15,12 +15,17 @@ use crate::stack::{API_TOKEN, Observer};
 
 /// Milliseconds since the Unix epoch (the clock `runs.updated_at` is written with).
 pub fn epoch_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    epoch_us() / 1000
 }
 
 /// Microseconds since the Unix epoch.
 pub fn epoch_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, micros)
+}
+
+/// `d` in whole microseconds (saturating).
+pub fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// Admits runs of one workflow over `POST /v1/runs`.
@@ -185,7 +190,7 @@ pub async fn open_loop(admitter: Arc<Admitter>, rate: f64, duration: Duration) -
         match task.await? {
             Ok(latency) => {
                 latencies.push(latency);
-                let planned = start_us + i64::try_from(period.mul_f64(i as f64).as_micros()).unwrap_or(i64::MAX);
+                let planned = start_us + micros(period.mul_f64(i as f64));
                 timed.push((planned, latency));
             }
             Err(e) => failures.push(e.to_string()),

@@ -193,10 +193,7 @@ impl Probe {
             bail!("the pgbench probe failed: {status}");
         }
         let ended = logged(self.logs.path())?;
-        Ok(ended
-            .into_iter()
-            .map(|(end, latency)| (end - i64::try_from(latency.as_micros()).unwrap_or(0), latency))
-            .collect())
+        Ok(ended.into_iter().map(|(end, latency)| (end - crate::load::micros(latency), latency)).collect())
     }
 }
 

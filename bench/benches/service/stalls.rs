@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::load::epoch_us;
+use crate::load::{epoch_us, micros};
 use crate::stack::Ticks;
 
 /// How often the sampler wakes.
@@ -84,7 +84,7 @@ impl Stalls {
         let slow_spans = slow_intervals(timed, slow);
         format!(
             "the machine's own stalls ({} ms windows; a thread woke over {} ms late in {}, the hypervisor took \
-             over {} ms in {}; {:.1} % of the time): of the {} admissions over {} ms, {} overlapped one",
+             {} ms or more in {}; {:.1} % of the time): of the {} admissions over {} ms, {} overlapped one",
             PERIOD.as_millis(),
             LATE.as_millis(),
             self.windows.iter().filter(|w| w.late).count(),
@@ -103,7 +103,7 @@ pub(crate) fn slow_intervals(timed: &[(i64, Duration)], slow: Duration) -> Vec<(
     timed
         .iter()
         .filter(|(_, latency)| *latency > slow)
-        .map(|(start, latency)| (*start, start + i64::try_from(latency.as_micros()).unwrap_or(i64::MAX)))
+        .map(|(start, latency)| (*start, start + micros(*latency)))
         .collect()
 }
 
