@@ -12,7 +12,9 @@
 //! Losing Redis costs latency only: a lost connection is reopened with
 //! [`Backoff`]; a missing group (`NOGROUP`: Redis restarted without
 //! persistence, `FLUSHALL`) is created again, from the start of whatever the
-//! stream holds by then (`XGROUP CREATE … 0 MKSTREAM`). On each connection
+//! stream holds by then (`XGROUP CREATE … 0 MKSTREAM`), whether a read finds
+//! it gone or a reconnection creates it (the server came back without it;
+//! told once, by whichever process created it first). On each connection
 //! the reader first takes over entries another consumer left pending for
 //! longer than [`STALE`] (a process that died before acknowledging) and
 //! acknowledges them, and removes consumers idle for an hour with nothing
@@ -77,9 +79,11 @@ impl Reader {
     async fn run(self) {
         let part = Reader::part(&self.lane);
         let mut backoff = Backoff::default();
+        let mut again = false;
         loop {
-            match self.connected().await {
+            match self.connected(again).await {
                 Ok(mut con) => {
+                    again = true;
                     self.health.report(&part, true, None);
                     let e = self.read_until_lost(&mut con, &part, &mut backoff).await;
                     self.health.report(&part, false, Some(&describe(&e)));
@@ -93,13 +97,16 @@ impl Reader {
     }
 
     /// A fresh connection of this reader's own, the group in place and the
-    /// leftovers of stopped consumers cleared.
-    async fn connected(&self) -> RedisResult<MultiplexedConnection> {
+    /// leftovers of stopped consumers cleared. `again`: this reader had a
+    /// connection before, so a group it has to create was lost meanwhile.
+    async fn connected(&self, again: bool) -> RedisResult<MultiplexedConnection> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(TIMEOUT))
             .set_response_timeout(Some(BLOCK.saturating_add(TIMEOUT)));
         let mut con = self.client.get_multiplexed_async_connection_with_config(&config).await?;
-        self.create_group(&mut con).await?;
+        if self.create_group(&mut con).await? && again {
+            self.recreated();
+        }
         self.tidy(&mut con).await?;
         Ok(con)
     }
@@ -125,10 +132,10 @@ impl Reader {
             let entries = match self.read(con).await {
                 Ok(Read::Entries(entries)) => entries,
                 Ok(Read::Missing) => {
-                    self.health.groups_recreated.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(stream = %self.lane.key(), "Redis dispatch hints: the consumer group was missing (Redis restarted empty or was flushed); created again");
-                    if let Err(e) = self.create_group(con).await {
-                        return e;
+                    match self.create_group(con).await {
+                        Ok(true) => self.recreated(),
+                        Ok(false) => {}
+                        Err(e) => return e,
                     }
                     continue;
                 }
@@ -158,8 +165,15 @@ impl Reader {
         }
     }
 
-    /// `XGROUP CREATE <key> coordinator 0 MKSTREAM`; a group already there is fine.
-    async fn create_group(&self, con: &mut MultiplexedConnection) -> RedisResult<()> {
+    /// Counts and tells a group found missing and created again.
+    fn recreated(&self) {
+        self.health.groups_recreated.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(stream = %self.lane.key(), "Redis dispatch hints: the consumer group was missing (Redis restarted empty or was flushed); created again");
+    }
+
+    /// `XGROUP CREATE <key> coordinator 0 MKSTREAM`: whether it created the
+    /// group; one already there (`BUSYGROUP`) is fine.
+    async fn create_group(&self, con: &mut MultiplexedConnection) -> RedisResult<bool> {
         let created: RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(self.lane.key())
@@ -169,8 +183,9 @@ impl Reader {
             .query_async(con)
             .await;
         match created {
-            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
-            other => other,
+            Ok(()) => Ok(true),
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(false),
+            Err(e) => Err(e),
         }
     }
 

@@ -215,6 +215,10 @@ async fn redis_killed_is_noticed_counted_and_taken_up_again_once_back() {
     let server = Server::start_on(server.port);
     let mut con = server.connection().await;
     assert!(eventually(Duration::from_secs(15), || health(&hints).is_up()).await, "not taken up again");
+    assert!(
+        eventually(Duration::from_secs(5), || health(&hints).groups_recreated.load(Ordering::Relaxed) >= 1).await,
+        "the group the restart lost was not counted as created again"
+    );
     let mut woke = false;
     for _ in 0..30 {
         add(&mut con, &Lane::InProcess, "coordinator-a").await;
