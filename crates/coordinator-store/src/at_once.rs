@@ -10,7 +10,7 @@
 //! decision has nothing to remove and is skipped. A first decision whose
 //! writes must keep their order (`batch::groupable` says no) is not sent this
 //! way; nor is an admission from a trigger event (its event row is written in
-//! the same transaction, `runs::admit_in`). A run whose idempotency key was
+//! the same transaction, `runs::admit::admit_in`). A run whose idempotency key was
 //! taken first — by an earlier admission or by another of the same statement
 //! (`ON CONFLICT DO NOTHING` keeps the first row of a key) — is not written,
 //! and the caller reads what the key admitted.
