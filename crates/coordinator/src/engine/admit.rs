@@ -3,7 +3,7 @@
 //! when it is a plain one, else alone under its gate (restore hold, active
 //! revision, idempotency key, supplied run id).
 
-use coordinator_core::machine::decide;
+use coordinator_core::machine::advance;
 use coordinator_core::machine::event::Event;
 use coordinator_core::machine::run::Run;
 use coordinator_core::machine::time::Instant;
@@ -179,8 +179,8 @@ impl Engine {
         // The steps of the rows the admission leased to this process's worker (eager dispatch).
         let mut leased: Vec<String> = Vec::new();
         let first = || -> Result<Decision, EngineError> {
-            let run = Run::new(&new.id, &active, Instant(now), input);
-            let t = decide(&wf, &run, &Event::Admitted, Instant(now), &self.settings);
+            let mut run = Run::new(&new.id, &active, Instant(now), input);
+            let t = advance(&wf, &mut run, &Event::Admitted, Instant(now), &self.settings);
             told = Some(Told::of(&Event::Admitted, &t.actions, now, Instant(now)));
             let decision = self.conclude(&wf, run, None, &t)?;
             first_state = Some(decision.state);

@@ -27,7 +27,7 @@ use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::event::Event;
 use coordinator_core::machine::run::Run;
 use coordinator_core::machine::time::Instant;
-use coordinator_core::machine::{Outcome, Settings, Transition, decide};
+use coordinator_core::machine::{Outcome, Settings, Transition, advance};
 use coordinator_core::model::run::RunState;
 use coordinator_core::package;
 use coordinator_functions::Limits;
@@ -436,19 +436,20 @@ impl Engine {
         event: &Event,
         now: i64,
     ) -> Result<(Decision, Instant), EngineError> {
-        let (run, base) = self.open_owned(run_id, snapshot)?;
+        let (mut run, base) = self.open_owned(run_id, snapshot)?;
         let admitted_at = run.admitted_at;
-        let t = decide(wf, &run, event, Instant(now), &self.settings);
+        // In place: the run is this decision's own (taken from the cache or opened), so no copy.
+        let t = advance(wf, &mut run, event, Instant(now), &self.settings);
         Ok((self.conclude(wf, run, base, &t)?, admitted_at))
     }
 
-    /// Applies an applied transition to the run and seals the result
-    /// (against `base`, the run's sealed base, while it serves); any other
-    /// outcome writes nothing.
+    /// Seals a run an applied transition moved on (`advance` applied its
+    /// actions in place), against `base`, the run's sealed base, while it
+    /// serves; any other outcome (which left the run as it was) writes nothing.
     fn conclude(
         &self,
         wf: &Workflow,
-        mut run: Run,
+        run: Run,
         base: Option<Arc<Base>>,
         t: &Transition,
     ) -> Result<Decision, EngineError> {
@@ -456,9 +457,6 @@ impl Engine {
             Outcome::Applied => {}
             Outcome::Ignored { reason } => return Err(EngineError::Ignored(reason.clone())),
             Outcome::Refused { code, .. } => return Err(EngineError::Refused { code: code.clone() }),
-        }
-        for action in &t.actions {
-            run.apply(action);
         }
         let (snapshot, base) = sealed_run::seal(&self.keyring, &run, base)?;
         let attention_step = match &run.attention {
