@@ -1,8 +1,9 @@
 //! Group admission: plain admissions (no trigger event, no run id
 //! supplied, `Engine::admit_with`) are decided by their own request and
-//! queued here, and one task admits whatever queued while its previous
-//! batch ran, in one statement on PostgreSQL and one transaction on SQLite
-//! (`Store::admit_guarded_batch`): each run
+//! queued here, and one task admits whatever queued while its statements
+//! ran, in one statement on PostgreSQL and one transaction on SQLite
+//! (`Store::admit_guarded_batch`), with up to the store's
+//! `statements_in_flight` of them at once: each run
 //! only while its own gate is open and its key unused, as alone. Under light
 //! load a batch is one admission and costs what it cost alone; under a burst
 //! the round trips, commits and fsyncs are shared.
@@ -16,6 +17,8 @@
 //! It decides nothing: decisions are made by each request before it queues.
 
 use coordinator_store::{ClaimedRun, Guarded, GuardedAdmission, Store, StoreError, WorkItem};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
 /// Admissions one statement carries at most.
@@ -63,31 +66,48 @@ fn stopped() -> StoreError {
 }
 
 async fn run(store: Store, owner: String, mut receiver: mpsc::UnboundedReceiver<Queued>) {
-    while let Some(first) = receiver.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < LIMIT {
-            match receiver.try_recv() {
-                Ok(queued) => batch.push(queued),
-                Err(_) => break,
-            }
+    let depth = store.statements_in_flight().max(1);
+    let mut in_flight = FuturesUnordered::new();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            queued = receiver.recv(), if open && in_flight.len() < depth => match queued {
+                Some(first) => {
+                    let mut batch = vec![first];
+                    while batch.len() < LIMIT {
+                        match receiver.try_recv() {
+                            Ok(queued) => batch.push(queued),
+                            Err(_) => break,
+                        }
+                    }
+                    in_flight.push(admit(&store, &owner, batch));
+                }
+                None => open = false,
+            },
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+            else => return,
         }
-        let (admissions, done): (Vec<_>, Vec<_>) = batch.into_iter().map(|q| (q.admission, q.done)).unzip();
-        let answers = match store.admit_guarded_batch(&owner, &admissions).await {
-            Ok(answers) => answers,
-            Err(e) => {
-                // Nothing was written for any of them (as a single admission's failure says): each
-                // goes on alone with its decision.
-                tracing::warn!(error = %e, admissions = done.len(), "a grouped admission failed; each goes on alone");
-                admissions.iter().map(|_| None).collect()
-            }
+    }
+}
+
+/// Admits `batch` in one statement and tells each of its requests what became of it.
+async fn admit(store: &Store, owner: &str, batch: Vec<Queued>) {
+    let (admissions, done): (Vec<_>, Vec<_>) = batch.into_iter().map(|q| (q.admission, q.done)).unzip();
+    let answers = match store.admit_guarded_batch(owner, &admissions).await {
+        Ok(answers) => answers,
+        Err(e) => {
+            // Nothing was written for any of them (as a single admission's failure says): each
+            // goes on alone with its decision.
+            tracing::warn!(error = %e, admissions = done.len(), "a grouped admission failed; each goes on alone");
+            admissions.iter().map(|_| None).collect()
+        }
+    };
+    for ((admission, done), answer) in admissions.into_iter().zip(done).zip(answers) {
+        let admitted = match answer {
+            Some(leased) => (Guarded::Created, leased),
+            None => (Guarded::Closed(admission.decision), Vec::new()),
         };
-        for ((admission, done), answer) in admissions.into_iter().zip(done).zip(answers) {
-            let admitted = match answer {
-                Some(leased) => (Guarded::Created, leased),
-                None => (Guarded::Closed(admission.decision), Vec::new()),
-            };
-            // A request that stopped waiting is gone; its run stands.
-            let _ = done.send(admitted);
-        }
+        // A request that stopped waiting is gone; its run stands.
+        let _ = done.send(admitted);
     }
 }

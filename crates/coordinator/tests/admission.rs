@@ -19,6 +19,8 @@ use coordinator::error::EngineError;
 use coordinator::serve;
 use coordinator_sim::SimConfig;
 use serde_json::{Value, json};
+use sqlx::{Connection, PgConnection};
+use std::time::Duration;
 use support::{on_runtime, post, sample_input, start};
 use uuid::{NoContext, Timestamp, Uuid};
 
@@ -57,6 +59,29 @@ fn fifty_concurrent_identical_admissions_create_one_run() {
     });
 }
 
+/// `coordinator serve` on a fresh PostgreSQL database (migrated), with simulated products.
+struct OnPostgres {
+    service: serve::Service,
+    db: pg::PgDatabase,
+    _sims: deploy::SimServer,
+    _dir: tempfile::TempDir,
+}
+
+impl OnPostgres {
+    async fn start() -> OnPostgres {
+        let sims = deploy::sim_server(SimConfig::default()).await;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let db = pg::database().await;
+        let file = deploy::DeploymentSpec::new(&db.url, &sims.base).write(dir.path());
+        let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
+        serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate: {e}"));
+        let service = serve::start(config.resolve().unwrap_or_else(|e| panic!("resolve: {e}")))
+            .await
+            .unwrap_or_else(|e| panic!("serve: {e}"));
+        OnPostgres { service, db, _sims: sims, _dir: dir }
+    }
+}
+
 /// An admission's answer: the run id and whether it was created, or why it was refused.
 type Answer = Result<(String, bool), String>;
 
@@ -81,16 +106,8 @@ async fn admit(
 #[test]
 fn many_admissions_at_once_on_postgres_admit_each_key_once() {
     on_runtime(async {
-        let sims = deploy::sim_server(SimConfig::default()).await;
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let db = pg::database().await;
-        let file = deploy::DeploymentSpec::new(&db.url, &sims.base).write(dir.path());
-        let config = RuntimeConfig::read(&file).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
-        serve::migrate(&config).await.unwrap_or_else(|e| panic!("migrate: {e}"));
-        let service = serve::start(config.resolve().unwrap_or_else(|e| panic!("resolve: {e}")))
-            .await
-            .unwrap_or_else(|e| panic!("serve: {e}"));
-        let (engine, revision) = (service.engine.clone(), service.revision.clone());
+        let on = OnPostgres::start().await;
+        let (engine, revision) = (on.service.engine.clone(), on.service.revision.clone());
         let mut other = sample_input();
         other["recipient"]["id"] = json!("someone-else");
         // Each key twice with the same input, each of another set of keys with two inputs, and runs without a key.
@@ -136,7 +153,54 @@ fn many_admissions_at_once_on_postgres_admit_each_key_once() {
         assert!(keyless.iter().all(|a| matches!(a, Ok((_, true)))), "{keyless:?}");
         let listed = engine.store().list_runs(&Default::default(), None, 500).await;
         assert_eq!(listed.map(|p| p.runs.len()).unwrap_or_default(), 60, "one run per key and one per keyless request");
-        drop(service);
+        drop(on);
+    });
+}
+
+/// How long a test waits for what must happen before it says it did not (a hang, not a speed).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+#[test]
+fn on_postgres_an_admission_is_not_held_up_behind_a_statement_that_waits() {
+    on_runtime(async {
+        let on = OnPostgres::start().await;
+        let (engine, revision) = (on.service.engine.clone(), on.service.revision.clone());
+        // Another session takes the key "held" and does not commit: an admission under that key
+        // waits in its statement until that session ends.
+        let mut holder = PgConnection::connect(&on.db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let mut held = holder.begin().await.unwrap_or_else(|e| panic!("begin: {e}"));
+        sqlx::query(
+            "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
+             VALUES ('alice', 'reviewed-notice', 'held', $1::uuid)",
+        )
+        .bind(Uuid::now_v7().to_string())
+        .execute(&mut *held)
+        .await
+        .unwrap_or_else(|e| panic!("take the key: {e}"));
+        let first = {
+            let (engine, revision) = (engine.clone(), revision.clone());
+            tokio::spawn(async move { admit(&engine, &revision, Some("held".into()), sample_input()).await })
+        };
+        let mut watcher = PgConnection::connect(&on.db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND query LIKE '%admission_keys%'";
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while sqlx::query_scalar::<_, i64>(waiting).fetch_one(&mut watcher).await.unwrap_or(0) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the first admission's statement never waited for the key");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Another admission meanwhile goes in a statement of its own instead of queueing behind it.
+        let second =
+            tokio::time::timeout(PATIENCE, admit(&engine, &revision, Some("free".into()), sample_input())).await;
+        assert!(matches!(second, Ok(Ok((_, true)))), "the second admission waited for the first: {second:?}");
+        assert!(!first.is_finished(), "the first admission waits for the key's other session");
+        held.rollback().await.unwrap_or_else(|e| panic!("rollback: {e}"));
+        let first = first.await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            matches!(first, Ok((_, true))),
+            "once the key is free again the first admission creates its run: {first:?}"
+        );
+        drop(on);
     });
 }
 
