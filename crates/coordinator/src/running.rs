@@ -106,7 +106,7 @@ impl Running {
             "draining: admitting and claiming nothing more; waiting for the product requests already sent"
         );
         if timeout_at(deadline, &mut self.worker).await.is_err() {
-            return self.expired();
+            return self.expired("product requests");
         }
         tracing::info!("draining: every product request sent was answered and committed; unsent claims given back");
         if let Some(stop) = self.stop_server.take() {
@@ -124,7 +124,7 @@ impl Running {
             }
         };
         match timeout_at(deadline, ended).await {
-            Err(_) => return self.expired(),
+            Err(_) => return self.expired("HTTP requests"),
             Ok(true) => {}
             Ok(false) => {
                 self.server.abort();
@@ -137,7 +137,7 @@ impl Running {
         self.janitor.abort();
         self.sealer.abort();
         if !engine.is_recovery_only() && timeout_at(deadline, seal_to_end(&engine)).await.is_err() {
-            return self.expired();
+            return self.expired("sealing the audit journal");
         }
         // The last spans (this drain's decisions among them) go out before the process does.
         let exporting = Arc::clone(&engine);
@@ -149,11 +149,13 @@ impl Running {
         Drained::Clean
     }
 
-    fn expired(&self) -> Drained {
+    /// The grace period ran out while the drain was `waiting_for` this (named in the log line).
+    fn expired(&self, waiting_for: &'static str) -> Drained {
         let in_flight = self.engine.drain.in_flight();
         tracing::warn!(
             in_flight,
             http_requests_in_progress = self.requests.now(),
+            waiting_for,
             "the grace period ran out before the drain finished: product requests still unanswered become \
              uncertain once their leases run out, as after a crash (raise shutdownGraceSeconds)"
         );
