@@ -103,18 +103,6 @@ impl Store {
         }
     }
 
-    /// How many statements of new runs (`Store::admit_guarded_batch`) a
-    /// caller should have in flight at once on this backend: on PostgreSQL
-    /// two, so an admission that comes while one commits is sent at once
-    /// (the server commits both together) instead of waiting for it; on
-    /// SQLite one, as its only write lock would make a second wait anyway.
-    pub fn statements_in_flight(&self) -> usize {
-        match self.pool {
-            crate::db::Pool::Pg(..) => 2,
-            crate::db::Pool::Sqlite(..) => 1,
-        }
-    }
-
     /// Whether a worker should ask its batches to lease what they queue
     /// ([`Store::apply_fenced_batch_leasing`]) on this backend: on
     /// PostgreSQL, yes. On SQLite both backends' rules hold, but the lease

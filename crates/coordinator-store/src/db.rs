@@ -516,6 +516,19 @@ impl Tx {
         })
     }
 
+    /// Ends the transaction as `result` says: committed when it is `Ok` (a
+    /// failed commit is the answer then), abandoned ([`Tx::abandon`]) when it
+    /// is an error, which is the answer unless abandoning fails too.
+    pub(crate) async fn settle<T>(self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        match result {
+            Ok(value) => self.commit().await.map(|()| value),
+            Err(e) => {
+                self.abandon().await?;
+                Err(e)
+            }
+        }
+    }
+
     /// Commits.
     pub(crate) async fn commit(self) -> Result<(), StoreError> {
         match self {

@@ -354,16 +354,7 @@ impl Store {
             }
             Err(e) => Err(e),
         };
-        match applied {
-            Ok(version) => {
-                tx.commit().await?;
-                Ok(version)
-            }
-            Err(e) => {
-                tx.abandon().await?;
-                Err(e)
-            }
-        }
+        tx.settle(applied).await
     }
 
     /// Journals a report that was not applied (a stale or unknown attempt),

@@ -152,6 +152,18 @@ impl Store {
         })
     }
 
+    /// How many statements of new runs (`Store::admit_guarded_batch`) a
+    /// caller should have in flight at once on this backend: on PostgreSQL
+    /// two, so an admission that comes while one commits is sent at once
+    /// (the server commits both together) instead of waiting for it; on
+    /// SQLite one, as its only write lock would make a second wait anyway.
+    pub fn statements_in_flight(&self) -> usize {
+        match self.pool {
+            Pool::Pg(..) => 2,
+            Pool::Sqlite(..) => 1,
+        }
+    }
+
     /// [`Store::admit_guarded_leasing`] for many admissions at once, each
     /// decided already: on PostgreSQL one statement (one round trip, one
     /// commit) for all of them (`at_once`), on SQLite one transaction with a

@@ -187,16 +187,8 @@ impl Store {
         // A fenced report is the worker's; anything else answers a request.
         let writer = if fence.is_some() { Writer::Background } else { Writer::Request };
         let mut tx = self.pool.begin_for(writer).await?;
-        match apply_locked(&mut tx, run_id, at, expected, fence, actor, decide).await {
-            Ok(version) => {
-                tx.commit().await?;
-                Ok(version)
-            }
-            Err(e) => {
-                tx.abandon().await?;
-                Err(e)
-            }
-        }
+        let applied = apply_locked(&mut tx, run_id, at, expected, fence, actor, decide).await;
+        tx.settle(applied).await
     }
 
     /// A run's row.
