@@ -16,7 +16,10 @@
 //! first size's in that round, and last each size's medians over the rounds
 //! with their ratio to the first size's (each round's keys its own; round 0, a
 //! measurement of each size before the first round, is not reported); after each
-//! measurement, a `CHECKPOINT` and a wait for autovacuum to finish. `idle=S`
+//! measurement, a `CHECKPOINT` and a wait for autovacuum to finish. Each
+//! latency row's line also says what the server did meanwhile besides the
+//! admissions (checkpoints begun, autovacuum workers seen, by database and
+//! relation), so a slow row can be told from the server's maintenance. `idle=S`
 //! (default 0) lets every stack sit idle S seconds before its first
 //! measurement (a service idle for 30 s ran its next burst at a fraction of
 //! its rate: bench/RESULTS.md, tenth sitting). The stacks not
@@ -320,10 +323,12 @@ async fn measure(
         &format!("lat{round}"),
         three_calls_input,
     )?);
+    let watch = Watch::start(pool.clone()).await?;
     let open = open_loop(latency, rate, Duration::from_secs_f64(seconds)).await?;
+    let seen = watch.stop().await?;
     let (done, _) = finished_since(pool, t1, open.admitted).await?;
     println!(
-        "  {size}: {} admitted at {:.1}/s, p99 {}, {} failed, {done} finished",
+        "  {size}: {} admitted at {:.1}/s, p99 {}, {} failed, {done} finished; meanwhile {seen}",
         open.admitted,
         open.rate(),
         ms(open.quantile(0.99)),
@@ -407,5 +412,58 @@ async fn finished_since(pool: &PgPool, since: i64, expected: usize) -> anyhow::R
             return Ok((n, last.unwrap_or(0)));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What the server did besides the admissions during a latency row: the
+/// autovacuum workers seen (database and relation, sampled every
+/// [`WATCH_EVERY`]) and the checkpoints begun, so that a slow row can be
+/// told apart from the server's own maintenance.
+struct Watch {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<std::collections::BTreeMap<String, usize>>>,
+    pool: PgPool,
+    checkpoints: i64,
+}
+
+/// How often [`Watch`] looks at the server's activity.
+const WATCH_EVERY: Duration = Duration::from_millis(200);
+/// Checkpoints begun so far, timed and requested.
+const CHECKPOINTS: &str = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter";
+/// The autovacuum workers at work now: database and what they run.
+const AUTOVACUUM: &str = "SELECT coalesce(datname, '?') || ': ' || left(coalesce(query, ''), 80) \
+     FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'";
+
+impl Watch {
+    async fn start(pool: PgPool) -> anyhow::Result<Watch> {
+        let (checkpoints,): (i64,) = sqlx::query_as(CHECKPOINTS).fetch_one(&pool).await?;
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let sampling = pool.clone();
+        let task = tokio::spawn(async move {
+            let mut seen = std::collections::BTreeMap::new();
+            loop {
+                for (what,) in sqlx::query_as::<_, (String,)>(AUTOVACUUM).fetch_all(&sampling).await? {
+                    *seen.entry(what).or_insert(0) += 1;
+                }
+                tokio::select! {
+                    _ = &mut stopped => return Ok(seen),
+                    () = tokio::time::sleep(WATCH_EVERY) => {}
+                }
+            }
+        });
+        Ok(Watch { stop, task, pool, checkpoints })
+    }
+
+    /// Stops watching; says what was seen.
+    async fn stop(self) -> anyhow::Result<String> {
+        let _ = self.stop.send(());
+        let seen = self.task.await??;
+        let (checkpoints,): (i64,) = sqlx::query_as(CHECKPOINTS).fetch_one(&self.pool).await?;
+        let vacuums: Vec<String> = seen.iter().map(|(what, n)| format!("{what} ({n} samples)")).collect();
+        Ok(format!(
+            "{} checkpoint(s) begun; autovacuum seen: {}",
+            checkpoints - self.checkpoints,
+            if vacuums.is_empty() { "none".to_owned() } else { vacuums.join("; ") }
+        ))
     }
 }
