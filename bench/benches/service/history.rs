@@ -35,6 +35,7 @@ use sqlx::PgPool;
 
 use crate::load::{Admitter, closed_loop, epoch_ms, open_loop};
 use crate::stack::{Backend, Observer, Stack};
+use crate::watch::Watch;
 use crate::{FINISH_LIMIT, Options, ms, three_calls_input};
 
 /// The history's run numbers `$4..=$5` of `$2`, admitted over the `$3` ms before
@@ -412,58 +413,5 @@ async fn finished_since(pool: &PgPool, since: i64, expected: usize) -> anyhow::R
             return Ok((n, last.unwrap_or(0)));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// What the server did besides the admissions during a latency row: the
-/// autovacuum workers seen (database and relation, sampled every
-/// [`WATCH_EVERY`]) and the checkpoints begun, so that a slow row can be
-/// told apart from the server's own maintenance.
-struct Watch {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<anyhow::Result<std::collections::BTreeMap<String, usize>>>,
-    pool: PgPool,
-    checkpoints: i64,
-}
-
-/// How often [`Watch`] looks at the server's activity.
-const WATCH_EVERY: Duration = Duration::from_millis(200);
-/// Checkpoints begun so far, timed and requested.
-const CHECKPOINTS: &str = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter";
-/// The autovacuum workers at work now: database and what they run.
-const AUTOVACUUM: &str = "SELECT coalesce(datname, '?') || ': ' || left(coalesce(query, ''), 80) \
-     FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'";
-
-impl Watch {
-    async fn start(pool: PgPool) -> anyhow::Result<Watch> {
-        let (checkpoints,): (i64,) = sqlx::query_as(CHECKPOINTS).fetch_one(&pool).await?;
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let sampling = pool.clone();
-        let task = tokio::spawn(async move {
-            let mut seen = std::collections::BTreeMap::new();
-            loop {
-                for (what,) in sqlx::query_as::<_, (String,)>(AUTOVACUUM).fetch_all(&sampling).await? {
-                    *seen.entry(what).or_insert(0) += 1;
-                }
-                tokio::select! {
-                    _ = &mut stopped => return Ok(seen),
-                    () = tokio::time::sleep(WATCH_EVERY) => {}
-                }
-            }
-        });
-        Ok(Watch { stop, task, pool, checkpoints })
-    }
-
-    /// Stops watching; says what was seen.
-    async fn stop(self) -> anyhow::Result<String> {
-        let _ = self.stop.send(());
-        let seen = self.task.await??;
-        let (checkpoints,): (i64,) = sqlx::query_as(CHECKPOINTS).fetch_one(&self.pool).await?;
-        let vacuums: Vec<String> = seen.iter().map(|(what, n)| format!("{what} ({n} samples)")).collect();
-        Ok(format!(
-            "{} checkpoint(s) begun; autovacuum seen: {}",
-            checkpoints - self.checkpoints,
-            if vacuums.is_empty() { "none".to_owned() } else { vacuums.join("; ") }
-        ))
     }
 }

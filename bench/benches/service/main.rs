@@ -32,6 +32,7 @@ mod load;
 mod pgbench;
 mod stack;
 mod stalls;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -234,7 +235,8 @@ async fn report_unfinished(stack: &Stack, admissions: &load::Admissions, finishe
 /// 10 ms (whether the slow admissions fell while the server was slow).
 /// Every row also samples the machine's own stalls (`stalls`: a thread late
 /// to wake, the hypervisor taking the cores) and says how many slow
-/// admissions overlapped one.
+/// admissions overlapped one; on PostgreSQL it says what the server did
+/// meanwhile (`watch`: checkpoints, their sync time, autovacuum).
 async fn latency(options: &Options) -> anyhow::Result<()> {
     let backends = options.backends("sqlite,pg")?;
     let rate: f64 = options.number("rate", 200.0)?;
@@ -265,9 +267,17 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
             }
             _ => None,
         };
+        let watch = match pg {
+            Some(pool) => Some(watch::Watch::start(pool.clone()).await?),
+            None => None,
+        };
         let sampler = stalls::Sampler::start();
         let admissions = open_loop(admitter, rate, Duration::from_secs_f64(seconds)).await?;
         let stalled = sampler.finish()?;
+        let watched = match watch {
+            Some(watch) => Some(watch.stop().await?),
+            None => None,
+        };
         let during = Cpu::read(stack.pid)?.since(&before);
         let probed = probe.map(pgbench::Probe::finish).transpose()?;
         let ended = epoch_ms();
@@ -313,6 +323,9 @@ async fn latency(options: &Options) -> anyhow::Result<()> {
             );
         }
         println!("  {}", stalled.attribute(&admissions.timed, SLOW));
+        if let Some(watched) = watched {
+            println!("  the server meanwhile: {watched}");
+        }
         if let Some(probed) = probed {
             println!("  {}", attribute(&admissions.timed, &probed, probe_rate));
         }
