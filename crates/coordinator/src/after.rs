@@ -87,6 +87,9 @@ pub(crate) struct After<'a> {
 impl Engine {
     /// The span of one decision of a run (lock → commit), started now.
     pub(crate) fn decision_span(&self, trace: &RunTrace, event: &Event) -> Live {
+        if !self.traces.is_on() {
+            return Live::off();
+        }
         self.traces.start(format!("decide {}", event_kind(event)), SpanKind::Internal, Some(trace))
     }
 
@@ -112,8 +115,11 @@ impl Engine {
             }
             Err(_) => None,
         };
-        span.set(run_attributes(run, event));
-        span.set([KeyValue::new("coordinator.outcome", decided.map_or("error", Decided::as_str))]);
+        span.set_with(|| {
+            let mut attributes = run_attributes(run, event);
+            attributes.push(KeyValue::new("coordinator.outcome", decided.map_or("error", Decided::as_str)));
+            attributes
+        });
         if decided.is_none() {
             span.error("the decision was not committed");
         }
