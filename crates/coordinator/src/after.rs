@@ -87,9 +87,6 @@ pub(crate) struct After<'a> {
 impl Engine {
     /// The span of one decision of a run (lock → commit), started now.
     pub(crate) fn decision_span(&self, trace: &RunTrace, event: &Event) -> Live {
-        if !self.traces.is_on() {
-            return Live::off();
-        }
         self.traces.start(format!("decide {}", event_kind(event)), SpanKind::Internal, Some(trace))
     }
 
@@ -115,7 +112,7 @@ impl Engine {
             }
             Err(_) => None,
         };
-        span.set_with(|| {
+        span.set(|| {
             let mut attributes = run_attributes(run, event);
             attributes.push(KeyValue::new("coordinator.outcome", decided.map_or("error", Decided::as_str)));
             attributes

@@ -164,13 +164,15 @@ impl<'a> Request<'a> {
             return None;
         }
         let mut span = self.engine.traces.start(name, SpanKind::Client, Some(&self.trace));
-        span.set([
-            KeyValue::new("coordinator.run_id", self.item.run_id.clone()),
-            KeyValue::new("coordinator.step", self.item.step.clone()),
-            KeyValue::new("coordinator.attempt", self.item.attempt),
-            KeyValue::new("coordinator.connection", target.connection.to_owned()),
-            KeyValue::new("coordinator.operation", target.operation.clone()),
-        ]);
+        span.set(|| {
+            [
+                KeyValue::new("coordinator.run_id", self.item.run_id.clone()),
+                KeyValue::new("coordinator.step", self.item.step.clone()),
+                KeyValue::new("coordinator.attempt", self.item.attempt),
+                KeyValue::new("coordinator.connection", target.connection.to_owned()),
+                KeyValue::new("coordinator.operation", target.operation.clone()),
+            ]
+        });
         Some(Sending { span, _in_flight: in_flight, started: std::time::Instant::now() })
     }
 
@@ -185,7 +187,7 @@ impl<'a> Request<'a> {
         let Sending { mut span, started, .. } = sending;
         let (kind, reason) = (explained.answer.kind(), explained.reason.to_string());
         self.engine.metrics().product_request(request, target.connection, &target.operation, kind, started.elapsed());
-        span.set([KeyValue::new("coordinator.answer", kind), KeyValue::new("coordinator.reason", reason.clone())]);
+        span.set(|| [KeyValue::new("coordinator.answer", kind), KeyValue::new("coordinator.reason", reason.clone())]);
         span.end();
         reason
     }

@@ -234,10 +234,12 @@ async fn claim_round(
     if !timers.is_empty() || !work.is_empty() {
         // Only rounds that claimed something are traced: an idle round says nothing.
         let mut span = engine.traces.start_at("claim round", SpanKind::Internal, None, clock);
-        span.set([
-            KeyValue::new("coordinator.timers", i64::try_from(timers.len()).unwrap_or(i64::MAX)),
-            KeyValue::new("coordinator.work", i64::try_from(work.len()).unwrap_or(i64::MAX)),
-        ]);
+        span.set(|| {
+            [
+                KeyValue::new("coordinator.timers", i64::try_from(timers.len()).unwrap_or(i64::MAX)),
+                KeyValue::new("coordinator.work", i64::try_from(work.len()).unwrap_or(i64::MAX)),
+            ]
+        });
         span.end();
     }
     // Timers first. One run's timers fire one after another in the store's order

@@ -63,14 +63,16 @@ pub(super) async fn log(State(state): State<ApiState>, mut request: Request, nex
     }
     let subject = subject.get();
     let latency_ms = (started.elapsed().as_secs_f64() * 100_000.0).round() / 100.0;
-    span.set([
-        KeyValue::new("http.request.method", method.clone()),
-        KeyValue::new("http.route", route.clone()),
-        KeyValue::new("http.response.status_code", i64::from(status)),
-        KeyValue::new("coordinator.request_id", request_id.clone()),
-    ]);
+    span.set(|| {
+        [
+            KeyValue::new("http.request.method", method.clone()),
+            KeyValue::new("http.route", route.clone()),
+            KeyValue::new("http.response.status_code", i64::from(status)),
+            KeyValue::new("coordinator.request_id", request_id.clone()),
+        ]
+    });
     if let Some(subject) = &subject {
-        span.set([KeyValue::new("enduser.id", subject.clone())]);
+        span.set(|| [KeyValue::new("enduser.id", subject.clone())]);
     }
     if status >= 500 {
         span.error("the request could not be completed");

@@ -243,21 +243,15 @@ impl RunTrace {
 pub(crate) struct Live(Option<opentelemetry_sdk::trace::Span>);
 
 impl Live {
-    /// The span of a process whose traces are off: it records nothing.
-    pub(crate) fn off() -> Live {
+    /// A span that records nothing.
+    #[cfg(test)]
+    pub(crate) fn none() -> Live {
         Live(None)
     }
 
-    /// Sets attributes (ids, names, kinds, numbers, codes only).
-    pub(crate) fn set(&mut self, attributes: impl IntoIterator<Item = KeyValue>) {
-        if let Some(span) = &mut self.0 {
-            span.set_attributes(attributes);
-        }
-    }
-
-    /// [`Live::set`] with attributes made only when the span records them (traces
-    /// on), so a process without traces builds none.
-    pub(crate) fn set_with(&mut self, attributes: impl FnOnce() -> Vec<KeyValue>) {
+    /// Sets attributes (ids, names, kinds, numbers, codes only), made only when
+    /// the span records them: a process without traces builds none.
+    pub(crate) fn set<I: IntoIterator<Item = KeyValue>>(&mut self, attributes: impl FnOnce() -> I) {
         if let Some(span) = &mut self.0 {
             span.set_attributes(attributes());
         }
@@ -339,7 +333,7 @@ mod tests {
         assert_eq!(caller.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(caller.root, own.root, "the root span is the run's either way");
         assert!(caller.sampled);
-        let header = caller.traceparent(&Live::off());
+        let header = caller.traceparent(&Live::none());
         assert_eq!(header.trace_id, caller.trace_id.to_bytes());
         assert_eq!(header.parent_id, own.root.to_bytes());
         assert_eq!(header.flags, 0, "nothing recorded here: not sampled by this process");
