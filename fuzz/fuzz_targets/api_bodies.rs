@@ -1,5 +1,5 @@
 //! The API's request bodies, decoded as the handlers decode them
-//! (`coordinator::api::decode`, `coordinator::events::read_event`, the
+//! (`coordinator::api::decode`, `coordinator::engine::trigger::read_event`, the
 //! event's trigger admission, `coordinator_core::package::read`), and the
 //! body reader (`api::decode::within`) over a body cut into chunks.
 //! Nothing panics; an accepted admission has a workflow, a revision and a
@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use coordinator::api::decode;
-use coordinator::events::read_event;
+use coordinator::engine::trigger::read_event;
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::package;
 use coordinator_functions::Limits;

@@ -1,4 +1,4 @@
-//! The OIDC token path (`coordinator::oidc::verify`) against two issuers
+//! The OIDC token path (`coordinator::auth::oidc::verify`) against two issuers
 //! built from a fixed JWKS file (an Ed25519 and a P-256 key, read once at
 //! start-up). Whatever the token, an accepted one names one of the issuers
 //! (`iss` a string equal to it), carries that issuer's audience, has not
@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-use coordinator::oidc::{self, Issuer, LEEWAY_SECONDS};
+use coordinator::auth::oidc::{self, Issuer, LEEWAY_SECONDS};
 use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use libfuzzer_sys::fuzz_target;

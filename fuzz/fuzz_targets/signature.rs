@@ -1,5 +1,5 @@
 //! The signed-event verifier (`coordinator_core::signature::verify`, which
-//! the service reaches as `coordinator::signature`). A header of any bytes
+//! the service reaches as `coordinator_core::signature`). A header of any bytes
 //! verifies only if it carries, for a timestamp within the tolerance, the
 //! true HMAC of that timestamp and the body; a header the sender signed
 //! verifies within the tolerance, never outside it, and never for another

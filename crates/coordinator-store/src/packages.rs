@@ -1,5 +1,5 @@
 //! Stored packages: a workflow revision's package bytes (opaque here: the
-//! service seals them, `coordinator::stored_package`), its workflow and its
+//! service seals them, `coordinator::engine::package::at_rest`), its workflow and its
 //! digest, one row per revision. Storing a revision again with the same
 //! workflow and digest replaces only its bytes (the same package sealed
 //! afresh, e.g. under a new payload key); with another, it is refused.

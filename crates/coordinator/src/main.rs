@@ -11,9 +11,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use coordinator::Drained;
-use coordinator::deployment::{DeploymentError, RuntimeConfig};
-use coordinator::dev::{self, DevError, DevOptions};
-use coordinator::serve::{self, ServeError};
+use coordinator::process::deployment::{DeploymentError, RuntimeConfig};
+use coordinator::process::dev::{self, DevError, DevOptions};
+use coordinator::process::serve::{self, ServeError};
 use coordinator::telemetry::logging::{self, LogSettings};
 use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::model::runtime::{LogFormat, Logging};
@@ -335,7 +335,7 @@ async fn run_migrate(config: RuntimeConfig) -> ExitCode {
 /// `coordinator worker`: checks worker.yaml, then (unless `check`) runs
 /// until SIGTERM/SIGINT, finishing the tasks it acquired.
 async fn run_worker(file: &std::path::Path, check: bool) -> ExitCode {
-    use coordinator::remote_worker::config::{ConfigError, WorkerConfig};
+    use coordinator::dispatch::remote_worker::config::{ConfigError, WorkerConfig};
     let resolved = WorkerConfig::read(file).and_then(|config| {
         for d in &config.warnings {
             log_diagnostic(d);
@@ -384,7 +384,9 @@ async fn run_worker(file: &std::path::Path, check: bool) -> ExitCode {
     }
 }
 
-fn worker_exit(ended: Result<Result<(), coordinator::remote_worker::WorkerError>, tokio::task::JoinError>) -> ExitCode {
+fn worker_exit(
+    ended: Result<Result<(), coordinator::dispatch::remote_worker::WorkerError>, tokio::task::JoinError>,
+) -> ExitCode {
     match ended {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => {

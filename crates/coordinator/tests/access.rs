@@ -17,8 +17,8 @@ mod support;
 use std::collections::BTreeSet;
 
 use coordinator::AdmitRequest;
-use coordinator::deployment::{DeploymentError, RuntimeConfig};
-use coordinator::serve::{self, Service};
+use coordinator::process::deployment::{DeploymentError, RuntimeConfig};
+use coordinator::process::serve::{self, Service};
 use coordinator_sim::SimConfig;
 use deploy::{DeploymentSpec, package_of, sim_server};
 use reqwest::header::WWW_AUTHENTICATE;
@@ -494,7 +494,7 @@ fn the_dev_token_holds_every_role_and_nothing_else_gets_in() {
         assert_eq!(status, 201, "{admitted}");
         let run = admitted["runId"].as_str().unwrap_or_default();
         let owner = dev.engine.store().load(run).await.unwrap_or_else(|e| panic!("{e}")).map(|r| r.owner);
-        assert_eq!(owner.as_deref(), Some(coordinator::access::DEV_SUBJECT));
+        assert_eq!(owner.as_deref(), Some(coordinator::auth::access::DEV_SUBJECT));
         let (status, _) = support::get_as(&format!("{url}/{run}/inspection"), Some(TOKEN)).await;
         assert_eq!(status, 200);
     });

@@ -13,10 +13,10 @@ mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
-use coordinator::deployment::RuntimeConfig;
+use coordinator::engine::error::EngineError;
 use coordinator::engine::{AdmitRequest, Engine};
-use coordinator::error::EngineError;
-use coordinator::serve;
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve;
 use coordinator_sim::SimConfig;
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};

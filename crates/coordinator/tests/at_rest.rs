@@ -17,8 +17,8 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve;
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve;
 use coordinator_sim::casework::CaseworkConfig;
 use coordinator_sim::{ReceiptLookup, SimConfig};
 use deploy::{DeploymentSpec, SimServer, free_port, sim_server};

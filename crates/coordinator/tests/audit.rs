@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coordinator::access::Access;
-use coordinator::{Engine, sealer};
+use coordinator::Engine;
+use coordinator::auth::access::Access;
+use coordinator::process::audit_chain;
 use coordinator_core::audit::{self, Entry, Head};
 use coordinator_core::machine::Settings;
 use coordinator_seal::Keyring;
@@ -160,7 +161,7 @@ fn recovery_only_seals_nothing_by_itself_but_a_read_seals_first() {
         let engine = Arc::new(engine);
 
         // The recovery-only sealer returns at once; the entry stays pending.
-        let returned = tokio::time::timeout(Duration::from_secs(5), sealer::run(Arc::clone(&engine))).await;
+        let returned = tokio::time::timeout(Duration::from_secs(5), audit_chain::run(Arc::clone(&engine))).await;
         assert!(returned.is_ok(), "the sealer must not run in recovery-only mode");
         let page = store.audit(None, 0, 10).await.unwrap_or_else(|e| panic!("audit: {e}"));
         assert_eq!((page.entries.len(), page.head.position), (0, 0), "still pending");

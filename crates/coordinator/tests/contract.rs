@@ -24,8 +24,8 @@ mod support;
 use std::path::PathBuf;
 use std::process::Command;
 
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve;
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve;
 use coordinator_sim::SimConfig;
 use deploy::{DeploymentSpec, free_port, sim_server};
 use process::ready;

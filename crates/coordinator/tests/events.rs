@@ -10,8 +10,8 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use coordinator::dev::{self, Dev, DevOptions};
-use coordinator::signature::sign;
+use coordinator::process::dev::{self, Dev, DevOptions};
+use coordinator_core::signature::sign;
 use serde_json::{Value, json};
 use support::{TOKEN, get, on_runtime};
 

@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cluster::{Cluster, Clusters};
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve::{self, Mode, Service};
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve::{self, Mode, Service};
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, SimServer, eager_reviewed_notice, sim_server};

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use coordinator::dev::Dev;
+use coordinator::process::dev::Dev;
 use coordinator_sim::ReceiptLookup;
 use serde_json::{Map, Value, json};
 use support::{TOKEN, get, on_runtime, post, sample_input, start};

@@ -15,8 +15,8 @@ mod support;
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-use coordinator::deployment::{DeploymentError, RuntimeConfig};
-use coordinator::serve::{self, Service};
+use coordinator::process::deployment::{DeploymentError, RuntimeConfig};
+use coordinator::process::serve::{self, Service};
 use coordinator_sim::SimConfig;
 use deploy::{DeploymentSpec, sim_server};
 use jsonwebtoken::jwk::Jwk;

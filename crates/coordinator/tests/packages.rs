@@ -8,8 +8,8 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use coordinator::dev::Dev;
-use coordinator::project_dir::ProjectDir;
+use coordinator::process::dev::Dev;
+use coordinator::process::project_dir::ProjectDir;
 use coordinator_core::check::check_project;
 use coordinator_core::package;
 use serde_json::{Value, json};

@@ -55,7 +55,7 @@ mod support;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use coordinator::project_dir::ProjectDir;
+use coordinator::process::project_dir::ProjectDir;
 use coordinator_core::check::check_project;
 use coordinator_core::decode::{self, Decoder};
 use coordinator_core::machine::Settings;

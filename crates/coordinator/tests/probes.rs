@@ -11,8 +11,8 @@ mod pg;
 #[allow(dead_code, reason = "shared test support; this binary uses a part of it")]
 mod support;
 
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve;
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve;
 use coordinator_sim::SimConfig;
 use deploy::{DeploymentSpec, sim_server};
 use serde_json::{Value, json};

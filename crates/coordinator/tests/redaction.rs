@@ -24,7 +24,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use coordinator::signature::sign;
+use coordinator_core::signature::sign;
 use coordinator_sim::casework::CaseworkConfig;
 use coordinator_sim::{DEFAULT_CLIENT, ReceiptLookup, SimConfig};
 use deploy::{DeploymentSpec, SimServer, free_port, sim_server};

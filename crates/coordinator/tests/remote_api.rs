@@ -24,8 +24,8 @@ mod workers;
 use std::path::Path;
 use std::time::Duration;
 
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve::{self, Mode, Service};
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve::{self, Mode, Service};
 use coordinator_proto::v1::{
     AcquireTaskLeaseRequest, PollTasksRequest, RenewTaskLeaseRequest, ReportTaskResultRequest, Task,
 };
@@ -221,7 +221,7 @@ fn stale_repeated_and_malformed_reports_and_refused_callers() {
         // An offer not acquired in its window lapses: acquiring it then sends nothing.
         let lapsed = admit(&service, "lapsed-1").await;
         let task = offered(&mut client, "late-acquirer", &lapsed).await;
-        tokio::time::sleep(coordinator::remote::OFFER_WINDOW + Duration::from_secs(1)).await;
+        tokio::time::sleep(coordinator::dispatch::remote::OFFER_WINDOW + Duration::from_secs(1)).await;
         assert_eq!(
             code(client.acquire_task_lease(acquire(&task, "late-acquirer", 60)).await),
             Code::FailedPrecondition

@@ -30,8 +30,8 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve::{self, Mode};
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve::{self, Mode};
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use deploy::{DeploymentSpec, eager_reviewed_notice, sim_server};

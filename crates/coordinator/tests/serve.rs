@@ -13,8 +13,8 @@ mod support;
 
 use std::time::Duration;
 
-use coordinator::deployment::{DeploymentError, RuntimeConfig};
-use coordinator::serve::{self, ServeError};
+use coordinator::process::deployment::{DeploymentError, RuntimeConfig};
+use coordinator::process::serve::{self, ServeError};
 use coordinator_core::audit::{Entry, Head, Verifier};
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
@@ -69,7 +69,7 @@ async fn serve_to_notice_sent(database_url: &str) {
 
     // Three days on, the janitor's round removes the run ended two days before.
     service.engine.advance_clock(Duration::from_secs(3 * 86_400));
-    coordinator::janitor::keep_house(&service.engine).await;
+    coordinator::process::janitor::keep_house(&service.engine).await;
     let (status, gone) = get(&format!("{url}/v1/runs/{run_id}")).await;
     assert_eq!((status, gone["code"].as_str()), (404, Some("run.unknown")), "{gone}");
     let (status, page) = get(&format!("{url}/v1/audit?limit=1000")).await;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use coordinator::dev::{self, DevOptions};
+use coordinator::process::dev::{self, DevOptions};
 use serde_json::{Value, json};
 use support::{code, json, repo, stderr, stdout, tempdir, write};
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use coordinator::dev::{self, Dev, DevOptions};
+use coordinator::process::dev::{self, Dev, DevOptions};
 use serde_json::{Value, json};
 use support::{code, example, json, repo, stderr, stdout, tempdir, write};
 

@@ -5,7 +5,7 @@
 //! no protected payload: kinds, steps, subjects, and the machine's details.
 //!
 //! Entries are written pending and chained by the background sealer
-//! (`crate::sealer`); before reading, the handler seals whatever is still
+//! (`crate::process::audit_chain`); before reading, the handler seals whatever is still
 //! pending (`Store::seal_audit` until a batch comes back short), in every mode
 //! (recovery-only included, where no sealer runs), so a reader sees every entry
 //! committed before its request, chained.
@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::ApiError;
 use super::auth::{Caller, run_for};
 use crate::engine::Engine;
-use crate::error::EngineError;
+use crate::engine::error::EngineError;
 
 /// Entries per page when `limit` is not given.
 const DEFAULT_LIMIT: u32 = 100;
@@ -44,7 +44,7 @@ pub(super) struct AuditQuery {
 
 /// Seals every entry pending now, a batch at a time.
 async fn seal_pending(engine: &Engine) -> Result<(), ApiError> {
-    crate::sealer::seal_pending(engine).await.map_err(|e| EngineError::from(e).into())
+    crate::process::audit_chain::seal_pending(engine).await.map_err(|e| EngineError::from(e).into())
 }
 
 /// `200 {entries, next, head}`: up to `limit` entries after position `after`

@@ -18,9 +18,9 @@ use coordinator_store::RunRow;
 
 use super::request_log::SubjectSlot;
 use super::{ApiError, ApiState};
-use crate::access::{Principal, RunAccess};
+use crate::auth::access::{Principal, RunAccess};
 use crate::engine::Engine;
-use crate::error::EngineError;
+use crate::engine::error::EngineError;
 
 /// The challenge sent when no credentials came.
 const CHALLENGE: &str = "Bearer realm=\"coordinator\"";

@@ -2,7 +2,7 @@
 //! signed event admits a run of the workflow's active revision. Public in the
 //! bearer-token sense: the caller is the product, authenticated by the
 //! HMAC signature of the body (`Coordinator-Signature`), not by a token. The
-//! run is owned by subject `trigger:<connection>`. `crate::events` holds the
+//! run is owned by subject `trigger:<connection>`. `crate::engine::trigger` holds the
 //! rules; this module maps them to statuses and codes.
 
 use std::sync::Arc;
@@ -21,8 +21,8 @@ use super::{ApiError, Route, Verb};
 use coordinator_products::Traceparent;
 
 use crate::engine::Engine;
-use crate::events::EventError;
-use crate::signature::HEADER;
+use crate::engine::trigger::EventError;
+use coordinator_core::signature::HEADER;
 
 /// The largest event body accepted.
 const EVENT_LIMIT: usize = 256 << 10;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::ApiError;
 use super::auth::Caller;
 use crate::engine::Engine;
-use crate::hold::HoldStatus;
+use crate::engine::recovery::restore_hold::HoldStatus;
 
 fn require_operate_everywhere(caller: &Caller) -> Result<(), ApiError> {
     if caller.holds_everywhere(Role::Operate) { Ok(()) } else { Err(ApiError::forbidden(Role::Operate, Some("*"))) }

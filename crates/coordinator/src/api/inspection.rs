@@ -1,5 +1,5 @@
 //! `GET /v1/runs/{id}/inspection`: the operator's view of a run (SPEC §3),
-//! built by [`crate::inspection`]; it shows no input, command, product
+//! built by [`crate::engine::recovery::inspection`]; it shows no input, command, product
 //! response or completion value.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use coordinator_core::model::runtime::Role;
 use super::ApiError;
 use super::auth::{Caller, run_for};
 use crate::engine::Engine;
-use crate::inspection::Inspection;
+use crate::engine::recovery::inspection::Inspection;
 
 /// `200` with the inspection, `404 run.unknown`; needs `operate` for the run's workflow.
 pub(super) async fn inspect(

@@ -18,7 +18,7 @@
 //! `POST /v1/completions/{connection}` and `POST /v1/events/{workflow}/{trigger}`
 //! (`events`: authenticated by the body's HMAC signature) needs a bearer token
 //! (`401 auth.unauthenticated` with `WWW-Authenticate: Bearer`) and the role
-//! for the workflow concerned (`403 auth.forbidden`); see [`crate::access`].
+//! for the workflow concerned (`403 auth.forbidden`); see [`crate::auth::access`].
 
 mod audit;
 mod auth;
@@ -28,6 +28,7 @@ mod events;
 mod guard;
 mod hold;
 mod inspection;
+pub(crate) mod open_requests;
 mod openapi;
 mod operator;
 mod packages;
@@ -51,9 +52,9 @@ use coordinator_core::model::runtime::Role;
 use coordinator_seal::SealError;
 use coordinator_store::StoreError;
 
-use crate::access::Access;
+use crate::auth::access::Access;
 use crate::engine::Engine;
-use crate::error::EngineError;
+use crate::engine::error::EngineError;
 use auth::Caller;
 
 /// What every handler can reach: the engine and the access rules.
@@ -328,7 +329,7 @@ async fn completion(State(engine): State<Arc<Engine>>, Path(connection): Path<St
     };
     if let Some(reference) = reference {
         tokio::spawn(async move {
-            if let Err(e) = crate::completions::nudge(&engine, &connection, &reference).await {
+            if let Err(e) = crate::engine::nudge::nudge(&engine, &connection, &reference).await {
                 tracing::warn!(connection = %connection, error = %e, "a completion notification was not applied");
             }
         });

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::ApiError;
 use super::auth::{Caller, run_for};
 use crate::engine::Engine;
-use crate::error::EngineError;
+use crate::engine::error::EngineError;
 
 /// `POST /v1/runs/{id}/cancel`.
 pub(super) async fn cancel(

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 
 use super::auth::{Caller, run_for};
 use super::{ApiError, decode};
+use crate::engine::error::EngineError;
 use crate::engine::{AdmitRequest, Engine};
-use crate::error::EngineError;
 
 /// `201` with a new run, `200` with the run the same key, revision and input admitted before.
 pub(super) async fn admit(

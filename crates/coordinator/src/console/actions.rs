@@ -25,9 +25,9 @@ use super::runs::{encode, internal};
 use super::{Chrome, Page, Viewer, page, problem};
 use crate::api::ApiState;
 use crate::engine::Engine;
-use crate::error::EngineError;
-use crate::inspection::RecoveryAction;
-use crate::preview::{self, Preview};
+use crate::engine::error::EngineError;
+use crate::engine::recovery::inspection::RecoveryAction;
+use crate::engine::recovery::preview::{self, Preview};
 
 /// The most runs one bulk action acts on.
 pub(crate) const BULK_MAX: u32 = 100;

@@ -18,7 +18,7 @@ use super::runs::{internal, short};
 use super::{Chrome, Page, Viewer, forbidden, page, rfc3339};
 use crate::api::ApiState;
 use crate::engine::Engine;
-use crate::error::EngineError;
+use crate::engine::error::EngineError;
 
 /// One workflow's active revision.
 #[derive(Debug, Clone)]
@@ -137,7 +137,7 @@ pub(super) async fn verify(viewer: Viewer, State(state): State<ApiState>, Form(f
     }
     let engine = &state.engine;
     let checked = async {
-        crate::sealer::seal_pending(engine).await?;
+        crate::process::audit_chain::seal_pending(engine).await?;
         let first = engine.store().audit(None, 0, 1).await?;
         let head = first.head;
         // After a retention cut the chain starts after its checkpoint.

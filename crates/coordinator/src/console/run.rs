@@ -25,12 +25,12 @@ use serde::Deserialize;
 
 use super::runs::internal;
 use super::{Chrome, Page, Viewer, forbidden, page, problem, rfc3339};
-use crate::access::RunAccess;
 use crate::api::ApiState;
+use crate::auth::access::RunAccess;
 use crate::engine::Engine;
-use crate::error::EngineError;
-use crate::inspection::{self, Inspection, RecoveryAction, StepView};
-use crate::preview::{self, Preview};
+use crate::engine::error::EngineError;
+use crate::engine::recovery::inspection::{self, Inspection, RecoveryAction, StepView};
+use crate::engine::recovery::preview::{self, Preview};
 
 /// A recovery action on the page: offered (a link to its confirmation) or refused and why.
 #[derive(Debug, Clone)]
@@ -348,7 +348,7 @@ fn action_view(run_id: &str, action: RecoveryAction, step: Option<&str>, dry: &P
 
 /// The run's sealed journal entries, oldest first (pending ones are sealed first, as `GET /v1/audit` does).
 async fn journal(engine: &Engine, run_id: &str) -> Result<Vec<EntryRow>, EngineError> {
-    crate::sealer::seal_pending(engine).await?;
+    crate::process::audit_chain::seal_pending(engine).await?;
     let page = engine.store().audit(Some(run_id), 0, 500).await?;
     Ok(page
         .entries

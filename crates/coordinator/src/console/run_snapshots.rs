@@ -17,7 +17,7 @@ use coordinator_store::RunRow;
 
 use super::{EntryRow, render_body, run_page};
 use crate::console::Chrome;
-use crate::project_dir::ProjectDir;
+use crate::process::project_dir::ProjectDir;
 
 const RUN: &str = "01900000-0000-7000-8000-000000000001";
 const ADMITTED: Instant = Instant(1_780_000_000_000);

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::{Chrome, Page, Viewer, forbidden, page, problem, rfc3339};
 use crate::api::ApiState;
-use crate::error::EngineError;
+use crate::engine::error::EngineError;
 
 /// Runs per page.
 const PAGE: u32 = 50;

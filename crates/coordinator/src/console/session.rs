@@ -27,8 +27,8 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use super::{Page, page};
-use crate::access::{Principal, SignedIn};
 use crate::api::ApiState;
+use crate::auth::access::{Principal, SignedIn};
 
 /// The cookie's name.
 const COOKIE: &str = "coordinator_session";

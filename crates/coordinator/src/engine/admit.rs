@@ -1,5 +1,5 @@
 //! Admission: a request becomes a run with its first transition in one
-//! transaction, through the group admission queue (`crate::admissions`)
+//! transaction, through the group admission queue (`crate::engine::admission_queue`)
 //! when it is a plain one, else alone under its gate (restore hold, active
 //! revision, idempotency key, supplied run id).
 
@@ -14,8 +14,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Engine;
-use crate::after::{After, Told};
-use crate::error::EngineError;
+use crate::engine::commit_hooks::{After, Told};
+use crate::engine::error::EngineError;
 
 /// The result of an admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,17 +46,23 @@ pub struct AdmitRequest {
 }
 
 impl Engine {
-    /// What an admission at `now` may lease to the worker (`crate::handoff::Offer`).
-    fn admission_offer(&self, now: i64) -> Option<crate::handoff::Offer> {
+    /// What an admission at `now` may lease to the worker (`crate::dispatch::handoff::Offer`).
+    fn admission_offer(&self, now: i64) -> Option<crate::dispatch::handoff::Offer> {
         let handoff = self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // A first decision mostly queues one row; what finds no place waits for a claim.
-        crate::handoff::Offer::new(self, handoff.as_ref(), 2, now, crate::in_hand::Places::default())
+        crate::dispatch::handoff::Offer::new(
+            self,
+            handoff.as_ref(),
+            2,
+            now,
+            crate::dispatch::capacity::Places::default(),
+        )
     }
 
     /// `Store::admit_guarded`, leasing what the first decision queues for at
     /// once to this process's worker when it may (`admission_offer`) and
     /// handing it over; returns the leased rows' steps. The admission goes
-    /// in the next batch of admissions (`crate::admissions`).
+    /// in the next batch of admissions (`crate::engine::admission_queue`).
     async fn admit_offering(
         &self,
         new: &NewRun,
@@ -69,7 +75,7 @@ impl Engine {
         let admission = GuardedAdmission { new: new.clone(), decision, lease };
         let admissions = self
             .admissions
-            .get_or_init(|| crate::admissions::Admissions::start(self.store.clone(), self.owner.clone()));
+            .get_or_init(|| crate::engine::admission_queue::Admissions::start(self.store.clone(), self.owner.clone()));
         let (guarded, leased) = admissions.admit(admission).await?;
         let steps = leased.iter().map(|(item, _)| item.step.clone()).collect();
         if let Some(offer) = offer {
@@ -154,10 +160,10 @@ impl Engine {
         let now = self.now();
         let supplied = match &run_id {
             None => None,
-            Some(text) => Some(crate::run_id::validate(text, now).map_err(EngineError::RunIdInvalid)?),
+            Some(text) => Some(crate::engine::run_id::validate(text, now).map_err(EngineError::RunIdInvalid)?),
         };
         let new = NewRun {
-            id: supplied.clone().unwrap_or_else(crate::run_id::generate),
+            id: supplied.clone().unwrap_or_else(crate::engine::run_id::generate),
             workflow: workflow.to_owned(),
             revision: active.clone(),
             owner: owner.to_owned(),

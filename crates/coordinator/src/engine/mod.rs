@@ -29,7 +29,6 @@ use coordinator_core::machine::run::Run;
 use coordinator_core::machine::time::Instant;
 use coordinator_core::machine::{Outcome, Settings, Transition, advance};
 use coordinator_core::model::run::RunState;
-use coordinator_core::package;
 use coordinator_functions::Limits;
 use coordinator_products::{Connection, ProductClient};
 use coordinator_seal::Keyring;
@@ -37,16 +36,28 @@ use coordinator_store::{Claim, Decision, RunRow, Store};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-pub use crate::activation::{Activation, ActivationError};
-use crate::after::{After, Note, Told};
-use crate::drain::Drain;
-use crate::error::EngineError;
-use crate::inspection::{self, Inspection};
-use crate::metrics::Metrics;
-use crate::sealed_run::{self, Base};
+use crate::engine::commit_hooks::{After, Note, Told};
+use crate::engine::error::EngineError;
+pub use crate::engine::package::activation::{Activation, ActivationError};
+use crate::engine::recovery::inspection::{self, Inspection};
+use crate::engine::snapshot::sealed::{self, Base};
+use crate::process::drain::Drain;
+use crate::telemetry::metrics::Metrics;
 use crate::telemetry::traces::Traces;
 
+mod admission_queue;
 mod admit;
+pub(crate) mod commit_hooks;
+pub mod error;
+pub mod nudge;
+pub mod package;
+pub mod recovery;
+mod remote_report;
+pub mod run_id;
+pub(crate) mod snapshot;
+pub mod trigger;
+pub(crate) mod wait_index;
+pub(crate) mod workflow_cache;
 pub use admit::{AdmitRequest, AdmitResult};
 
 /// A run as the API may show it: no input, commands or product responses.
@@ -75,22 +86,22 @@ pub struct Engine {
     pub(crate) products: ProductClient,
     /// Connection name → how to reach the product (in-process connections).
     pub(crate) connections: HashMap<String, Connection>,
-    /// Remote connection name → the subjects allowed to serve it (`crate::remote`).
-    pub(crate) remote: crate::remote::RemoteConnections,
+    /// Remote connection name → the subjects allowed to serve it (`crate::dispatch::remote`).
+    pub(crate) remote: crate::dispatch::remote::RemoteConnections,
     settings: Settings,
-    /// Compiled workflows by revision, bounded (`crate::definitions`).
-    pub(crate) workflows: crate::definitions::Definitions,
-    /// The runs this engine sealed last, opened (`crate::opened`).
-    opened: crate::opened::Opened,
+    /// Compiled workflows by revision, bounded (`crate::engine::workflow_cache`).
+    pub(crate) workflows: crate::engine::workflow_cache::Definitions,
+    /// The runs this engine sealed last, opened (`crate::engine::snapshot::cache`).
+    opened: crate::engine::snapshot::cache::Opened,
     /// Woken after every commit that may have queued work.
     pub(crate) wake: Notify,
-    /// Redis dispatch hints: announced after such commits, read to wake the worker (`crate::hints`).
-    pub(crate) hints: crate::hints::Hints,
+    /// Redis dispatch hints: announced after such commits, read to wake the worker (`crate::dispatch::hints`).
+    pub(crate) hints: crate::dispatch::hints::Hints,
     /// This process's lease owner id.
     pub(crate) owner: String,
-    /// Where plain admissions queue to be admitted together (`crate::admissions`),
+    /// Where plain admissions queue to be admitted together (`crate::engine::admission_queue`),
     /// started by the first one.
-    admissions: std::sync::OnceLock<crate::admissions::Admissions>,
+    admissions: std::sync::OnceLock<crate::engine::admission_queue::Admissions>,
     /// This engine's metrics (its own recorder).
     metrics: Metrics,
     /// `serve --recovery-only`: admit nothing, dispatch nothing, fire no timer.
@@ -110,13 +121,13 @@ pub struct Engine {
     /// Bumped after every committed decision (the console's live updates).
     changes: tokio::sync::watch::Sender<u64>,
     /// Bumped after a commit that queued work in a remote connection's lane
-    /// (it wakes `PollTasks` waiting in this process, `crate::remote`).
+    /// (it wakes `PollTasks` waiting in this process, `crate::dispatch::remote`).
     lane_work: tokio::sync::watch::Sender<u64>,
-    /// The restore fence's watch (`crate::fence`).
-    pub(crate) fence: crate::fence::Watch,
+    /// The restore fence's watch (`crate::engine::recovery::fence`).
+    pub(crate) fence: crate::engine::recovery::fence::Watch,
     /// Where admissions hand the work they lease to this process's worker,
-    /// while it runs (eager dispatch, `crate::handoff`).
-    handoff: std::sync::Mutex<Option<crate::handoff::Handoff>>,
+    /// while it runs (eager dispatch, `crate::dispatch::handoff`).
+    handoff: std::sync::Mutex<Option<crate::dispatch::handoff::Handoff>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -140,13 +151,13 @@ impl Engine {
             keyring,
             products: ProductClient::new(),
             connections,
-            remote: crate::remote::RemoteConnections::new(),
+            remote: crate::dispatch::remote::RemoteConnections::new(),
             settings,
-            workflows: crate::definitions::Definitions::new(crate::definitions::CAPACITY_BYTES),
-            opened: crate::opened::Opened::new(crate::opened::CAPACITY_BYTES),
+            workflows: crate::engine::workflow_cache::Definitions::new(crate::engine::workflow_cache::CAPACITY_BYTES),
+            opened: crate::engine::snapshot::cache::Opened::new(crate::engine::snapshot::cache::CAPACITY_BYTES),
             wake: Notify::new(),
-            hints: crate::hints::Hints::default(),
-            owner: crate::lease_owner::fresh(),
+            hints: crate::dispatch::hints::Hints::default(),
+            owner: crate::dispatch::lease_owner::fresh(),
             admissions: std::sync::OnceLock::new(),
             metrics: Metrics::new(),
             recovery_only: false,
@@ -158,13 +169,13 @@ impl Engine {
             traces: Traces::off(),
             changes: tokio::sync::watch::Sender::new(0),
             lane_work: tokio::sync::watch::Sender::new(0),
-            fence: crate::fence::Watch::default(),
+            fence: crate::engine::recovery::fence::Watch::default(),
             handoff: std::sync::Mutex::new(None),
         }
     }
 
     /// Registers (or, with `None`, withdraws) the worker's hand-over for admissions.
-    pub(crate) fn set_handoff(&self, handoff: Option<crate::handoff::Handoff>) {
+    pub(crate) fn set_handoff(&self, handoff: Option<crate::dispatch::handoff::Handoff>) {
         *self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = handoff;
     }
 
@@ -194,15 +205,15 @@ impl Engine {
 
     /// The same engine with remote connections (runtime.yaml `dispatch:
     /// remote`): name → the subjects allowed to serve it. Their queued work
-    /// goes to their lanes, for `coordinator worker` processes (`crate::remote`).
+    /// goes to their lanes, for `coordinator worker` processes (`crate::dispatch::remote`).
     #[must_use]
-    pub fn with_remote(mut self, remote: crate::remote::RemoteConnections) -> Self {
+    pub fn with_remote(mut self, remote: crate::dispatch::remote::RemoteConnections) -> Self {
         self.remote = remote;
         self
     }
 
     /// The same engine removing runs that ended more than `days` days ago
-    /// (runtime.yaml `retention`; the janitor does it, `crate::janitor`).
+    /// (runtime.yaml `retention`; the janitor does it, `crate::process::janitor`).
     #[must_use]
     pub fn with_retention(mut self, days: Option<u32>) -> Self {
         self.retention_days = days;
@@ -296,19 +307,19 @@ impl Engine {
     }
 
     /// Reads, opens and compiles the package of `revision`.
-    async fn load_workflow(&self, revision: &str) -> Result<crate::definitions::Compiled, EngineError> {
+    async fn load_workflow(&self, revision: &str) -> Result<crate::engine::workflow_cache::Compiled, EngineError> {
         let stored = self
             .store
             .package(revision)
             .await?
             .ok_or_else(|| EngineError::Corrupt(format!("no package for revision {revision}")))?;
-        let bytes = crate::stored_package::opened(&self.keyring, &stored)?;
-        let package = package::read(&bytes, Some(&stored.digest))
+        let bytes = crate::engine::package::at_rest::opened(&self.keyring, &stored)?;
+        let package = coordinator_core::package::read(&bytes, Some(&stored.digest))
             .map_err(|e| EngineError::Corrupt(format!("package {revision}: {e}")))?;
         let wf = Workflow::compile(package.definition, Limits::default())
             .and_then(|wf| wf.with_event_schemas(&self.event_schemas))
             .map_err(|e| EngineError::Corrupt(format!("package {revision}: {e}")))?;
-        Ok(crate::definitions::Compiled::new(wf, bytes.len()))
+        Ok(crate::engine::workflow_cache::Compiled::new(wf, bytes.len()))
     }
 
     /// Applies one event to a run under its lock (no claim fence: API events).
@@ -398,7 +409,7 @@ impl Engine {
             if let Some(remark) = &note.remark {
                 decision.actions.push(Action::Audit {
                     kind: AuditKind::Operator,
-                    step: crate::after::event_step(event).map(str::to_owned),
+                    step: crate::engine::commit_hooks::event_step(event).map(str::to_owned),
                     detail: format!("reason given: {remark}"),
                 });
             }
@@ -458,31 +469,31 @@ impl Engine {
             Outcome::Ignored { reason } => return Err(EngineError::Ignored(reason.clone())),
             Outcome::Refused { code, .. } => return Err(EngineError::Refused { code: code.clone() }),
         }
-        let (snapshot, base) = sealed_run::seal(&self.keyring, &run, base)?;
+        let (snapshot, base) = sealed::seal(&self.keyring, &run, base)?;
         let attention_step = match &run.attention {
             Some(coordinator_core::machine::run::Attention::UnknownEffect { step }) => Some(step.clone()),
             Some(coordinator_core::machine::run::Attention::RestoreHold) | None => None,
         };
         let decision = Decision {
-            actions: crate::wait_index::for_store(&self.keyring, &t.actions),
+            actions: crate::engine::wait_index::for_store(&self.keyring, &t.actions),
             snapshot,
             state: run.state,
             held: run.held,
             outcome: run.outcome.clone(),
             attention_step,
-            lanes: crate::remote::lanes(&self.remote, wf, &t.actions),
+            lanes: crate::dispatch::remote::lanes(&self.remote, wf, &t.actions),
         };
         self.opened.sealed(Arc::new(run), decision.snapshot.clone(), Some(base));
         Ok(decision)
     }
 
     /// Opens a sealed run snapshot.
-    /// Shared with the engine's cache of what it sealed last (`crate::opened`).
+    /// Shared with the engine's cache of what it sealed last (`crate::engine::snapshot::cache`).
     pub(crate) fn open(&self, run_id: &str, sealed: &[u8]) -> Result<Arc<Run>, EngineError> {
         if let Some(run) = self.opened.get(run_id, sealed) {
             return Ok(run);
         }
-        let (run, base) = sealed_run::open(&self.keyring, run_id, sealed)?;
+        let (run, base) = sealed::open(&self.keyring, run_id, sealed)?;
         let run = Arc::new(run);
         self.opened.sealed(Arc::clone(&run), sealed.to_vec(), base);
         Ok(run)
@@ -492,7 +503,7 @@ impl Engine {
     fn open_owned(&self, run_id: &str, sealed: &[u8]) -> Result<(Run, Option<Arc<Base>>), EngineError> {
         match self.opened.take(run_id, sealed) {
             Some(opened) => Ok(opened),
-            None => sealed_run::open(&self.keyring, run_id, sealed),
+            None => sealed::open(&self.keyring, run_id, sealed),
         }
     }
 
@@ -527,5 +538,12 @@ impl Engine {
         let run = self.open(&row.id, &row.snapshot)?;
         let wf = self.workflow(&row.revision).await?;
         Ok(inspection::inspect(&wf, &run, Instant(self.now()), &self.settings))
+    }
+
+    /// The same engine announcing and reading dispatch hints (`Hints::start`).
+    #[must_use]
+    pub(crate) fn with_hints(mut self, hints: crate::dispatch::hints::Hints) -> Self {
+        self.hints = hints;
+        self
     }
 }

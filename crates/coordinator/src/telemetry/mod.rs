@@ -4,5 +4,6 @@
 //! spans over OTLP, one trace per run).
 
 pub mod logging;
+pub mod metrics;
 pub mod traces;
 pub(crate) mod transitions;

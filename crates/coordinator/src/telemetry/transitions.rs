@@ -17,7 +17,7 @@ use coordinator_core::machine::run::{Attention, CancelMode};
 use coordinator_core::model::run::{EffectState, RunState};
 use tracing::Level;
 
-use crate::metrics::{Decided, event_kind};
+use crate::telemetry::metrics::{Decided, event_kind};
 
 /// Which run a line is about.
 #[derive(Debug, Clone, Copy)]

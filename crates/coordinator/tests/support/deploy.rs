@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use coordinator::project_dir::ProjectDir;
+use coordinator::process::project_dir::ProjectDir;
 use coordinator_core::check::check_project;
 use coordinator_core::package;
 use coordinator_sim::{DEFAULT_CLIENT, SimConfig, Simulators};

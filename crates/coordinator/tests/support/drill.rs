@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve::{self, Mode, Service};
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve::{self, Mode, Service};
 use coordinator_sim::{EffectCount, Simulators};
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use coordinator::dev::{self, Dev, DevOptions};
+use coordinator::process::dev::{self, Dev, DevOptions};
 use serde_json::Value;
 
 /// The operator token: the dev stack's `--token`, and the token of subject

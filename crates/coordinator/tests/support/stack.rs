@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use coordinator::deployment::RuntimeConfig;
-use coordinator::serve::{self, Service};
+use coordinator::process::deployment::RuntimeConfig;
+use coordinator::process::serve::{self, Service};
 use coordinator_sim::SimConfig;
 use coordinator_sim::casework::CaseworkConfig;
 use serde_json::{Value, json};

@@ -43,7 +43,7 @@ fn log_filter(d: &mut Decoder<'_>, node: &Node) -> Option<LogFilter> {
                 node.span,
                 format!("logging.filter is not a log filter: {why}"),
                 "write comma-separated `LEVEL` or `TARGET=LEVEL` directives, e.g. `info,coordinator=debug,sqlx=warn`; \
-                 a level is trace, debug, info, warn, error or off, a target a module path such as `coordinator::worker`",
+                 a level is trace, debug, info, warn, error or off, a target a module path such as `coordinator::dispatch::worker`",
             );
             None
         }

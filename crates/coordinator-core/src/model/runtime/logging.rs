@@ -54,7 +54,7 @@ impl LogFormat {
 /// A log filter in a strict subset of the `RUST_LOG` (tracing `EnvFilter`)
 /// syntax: comma-separated directives, each `LEVEL` or `TARGET=LEVEL`, where
 /// LEVEL is `trace`, `debug`, `info`, `warn`, `error` or `off` (in any case)
-/// and TARGET a module path (`coordinator::worker`). Whitespace around a
+/// and TARGET a module path (`coordinator::dispatch::worker`). Whitespace around a
 /// directive is allowed; an empty directive is not. What `EnvFilter` accepts
 /// beyond this (spans, fields, bare targets) is refused, so that every filter
 /// written here means the same to any version of it.
@@ -216,7 +216,7 @@ mod tests {
         "info",
         "INFO",
         "info,coordinator=debug,sqlx=warn",
-        " info , coordinator::worker=Trace ",
+        " info , coordinator::dispatch::worker=Trace ",
         "off",
         "h2=error,tower_http=warn",
         "0=debug",

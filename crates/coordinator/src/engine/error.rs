@@ -1,0 +1,80 @@
+//! The engine's typed errors. Each variant the API shows maps to one stable
+//! error code (`api::code_of`); none carries a protected value (input, command,
+//! product response).
+
+use coordinator_seal::SealError;
+use coordinator_store::StoreError;
+
+/// What can go wrong when admitting or deciding.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No revision of this workflow is active (`workflow.unknown`).
+    #[error("no workflow `{0}` is active")]
+    UnknownWorkflow(String),
+    /// The admission named another revision than the active one (`revision.not-active`).
+    #[error("revision {requested} is not the active revision of the workflow")]
+    RevisionNotActive {
+        /// The revision the caller asked for.
+        requested: String,
+    },
+    /// The input does not match the workflow's input schema (`input.invalid`).
+    #[error("the input does not match the workflow's input schema")]
+    InputInvalid {
+        /// JSON pointers of the offending places (never the values).
+        pointers: Vec<String>,
+    },
+    /// The idempotency key was used before with another revision or input (`idempotency.key-reused`).
+    #[error("the idempotency key was used before with another revision or input")]
+    KeyReused,
+    /// A supplied run id is not acceptable (`run-id.invalid`).
+    #[error("{0}")]
+    RunIdInvalid(#[from] crate::engine::run_id::RunIdProblem),
+    /// A supplied run id belongs to another admission (`run-id.taken`).
+    #[error("the run id is already taken by another admission; choose a fresh UUIDv7 or omit runId")]
+    RunIdTaken,
+    /// The service runs in recovery-only mode: nothing is admitted (`service.recovery-only`).
+    #[error("the service runs in recovery-only mode: it admits nothing until it is started normally")]
+    RecoveryOnly,
+    /// The service is stopping: nothing is admitted; another process (or this one
+    /// once restarted) admits the request (`service.draining`).
+    #[error("the service is stopping: retry the request, another process of the deployment admits it")]
+    Draining,
+    /// A restore hold is placed: nothing is admitted until it is released (`restore-hold.placed`).
+    #[error("a restore hold is placed: nothing is admitted until an operator releases it")]
+    RestoreHoldPlaced,
+    /// No such run (`run.unknown`).
+    #[error("no such run")]
+    RunNotFound,
+    /// The machine ignored the event (stale answer, timer no longer wanted): nothing was written.
+    #[error("event ignored: {0}")]
+    Ignored(String),
+    /// The machine refused the event (an operator request the rules do not allow).
+    #[error("event refused: {code}")]
+    Refused {
+        /// The machine's stable code.
+        code: String,
+    },
+    /// A stored package or snapshot cannot be used.
+    #[error("corrupt state: {0}")]
+    Corrupt(String),
+    /// Sealing or opening a snapshot failed.
+    #[error("seal: {0}")]
+    Seal(#[from] SealError),
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// Unwraps an engine error that travelled through the store's decide closure.
+    pub(crate) fn from_store(error: StoreError) -> EngineError {
+        match error {
+            StoreError::Rejected(inner) => match inner.downcast::<EngineError>() {
+                Ok(engine) => *engine,
+                Err(other) => EngineError::Corrupt(other.to_string()),
+            },
+            StoreError::KeyReused { .. } => EngineError::KeyReused,
+            other => EngineError::Store(other),
+        }
+    }
+}
