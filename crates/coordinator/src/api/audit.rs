@@ -1,18 +1,22 @@
-//! `GET /v1/audit` (SPEC §4, §7): the hash-chained audit journal, page by
-//! page, by chain position. Entries are shown exactly as chained
-//! (`coordinator_core::audit::Entry`), with the journal's head, so any client
-//! can recompute every hash (`coordinatorctl audit verify`). The journal holds
-//! no protected payload: kinds, steps, subjects, and the machine's details.
+//! `GET /v1/audit` (docs/reference/protection.md#the-audit-journal): the
+//! hash-chained audit journal, page by page, by chain position. Entries are
+//! shown exactly as chained ([`coordinator_core::audit::Entry`]), with the
+//! journal's head, so any client can recompute every hash (`coordinatorctl
+//! audit verify`). The journal holds no protected payload: kinds, steps,
+//! subjects, and the machine's details.
 //!
-//! Entries are written pending and chained by the background sealer
-//! (`crate::process::audit_chain`); before reading, the handler seals whatever is still
-//! pending (`Store::seal_audit` until a batch comes back short), in every mode
-//! (recovery-only included, where no sealer runs), so a reader sees every entry
-//! committed before its request, chained.
+//! Entries are written pending and chained in the background
+//! ([`crate::process::audit_chain`]); before reading, the handler seals
+//! whatever is still pending ([`Store::seal_audit`] until a batch comes back
+//! short), in every mode (recovery-only included, where the audit chain task
+//! does not run), so a reader sees every entry committed before its request,
+//! chained.
 //!
 //! Access: the whole journal (deployment-level entries included) needs
 //! `operate` for every workflow (a grant with workflow `*`); `?run=ID` needs
 //! `operate` for that run's workflow, like its inspection.
+//!
+//! [`Store::seal_audit`]: coordinator_store::Store::seal_audit
 
 use std::sync::Arc;
 

@@ -11,11 +11,12 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
 use coordinator_core::model::runtime::Role;
 use coordinator_store::RunRow;
 
+use super::code::Code;
 use super::request_log::SubjectSlot;
 use super::{ApiError, ApiState};
 use crate::auth::access::{Principal, RunAccess};
@@ -69,7 +70,7 @@ impl FromRequestParts<ApiState> for Caller {
 }
 
 fn unauthenticated(message: &str, challenge: &'static str) -> ApiError {
-    ApiError { challenge: Some(challenge), ..ApiError::new(StatusCode::UNAUTHORIZED, "auth.unauthenticated", message) }
+    ApiError { challenge: Some(challenge), ..ApiError::new(Code::AuthUnauthenticated, message) }
 }
 
 /// The run `id` when the caller may act on it with `role`: `404 run.unknown`

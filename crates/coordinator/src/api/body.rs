@@ -8,10 +8,11 @@
 //! [`DRAIN_MAX`] in all; a body larger still is cut off as before.
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use futures_util::StreamExt as _;
 
 use super::ApiError;
+use super::code::Code;
 
 /// The most of an oversized body read (and discarded) so that its sender gets the `413`.
 pub const DRAIN_MAX: usize = 64 << 20;
@@ -33,11 +34,7 @@ pub async fn within(body: Body, limit: usize) -> Result<Bytes, ApiError> {
         }
     }
     if seen > limit {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request.too-large",
-            format!("the request body is over {limit} bytes"),
-        ));
+        return Err(ApiError::new(Code::RequestTooLarge, format!("the request body is over {limit} bytes")));
     }
     Ok(Bytes::from(kept))
 }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use super::body::{DRAIN_MAX, is_json, within};
+use super::code::Code;
 use super::{ApiError, guard};
 
 /// The largest admission body accepted, in bytes (`413 request.too-large` above it).
@@ -72,8 +73,7 @@ pub fn admission(bytes: &[u8]) -> Result<Admission, ApiError> {
         && !usable(key, KEY_MAX)
     {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "idempotency.key-invalid",
+            Code::IdempotencyKeyInvalid,
             format!("idempotencyKey must be 1 to {KEY_MAX} characters without control characters"),
         ));
     }
@@ -120,12 +120,12 @@ fn check_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
 impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
-        self.status
+        self.code.status()
     }
 
     /// The stable code (`request.invalid`, …).
     pub fn code(&self) -> &'static str {
-        self.code
+        self.code.as_str()
     }
 
     /// The message shown to the caller.

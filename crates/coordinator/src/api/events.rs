@@ -1,9 +1,9 @@
-//! `POST /v1/events/{workflow}/{trigger}` (SPEC §3 Admission): a product's
-//! signed event admits a run of the workflow's active revision. Public in the
-//! bearer-token sense: the caller is the product, authenticated by the
-//! HMAC signature of the body (`Coordinator-Signature`), not by a token. The
-//! run is owned by subject `trigger:<connection>`. `crate::engine::trigger` holds the
-//! rules; this module maps them to statuses and codes.
+//! `POST /v1/events/{workflow}/{trigger}` (docs/reference/runs.md#admission): a
+//! product's signed event admits a run of the workflow's active revision.
+//! Public in the bearer-token sense: the caller is the product, authenticated
+//! by the HMAC signature of the body (`Coordinator-Signature`), not by a token.
+//! The run is owned by subject `trigger:<connection>`. [`crate::engine::trigger`]
+//! holds the rules; this module maps them to statuses and codes.
 
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ use serde_json::json;
 use super::{ApiError, Route, Verb};
 use coordinator_products::Traceparent;
 
+use super::code::Code;
 use crate::engine::Engine;
 use crate::engine::trigger::EventError;
 use coordinator_core::signature::HEADER;
@@ -42,11 +43,9 @@ async fn receive(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request.too-large",
-            format!("an event may have at most {EVENT_LIMIT} bytes"),
-        ),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::new(Code::RequestTooLarge, format!("an event may have at most {EVENT_LIMIT} bytes"))
+        }
         _ => ApiError::bad_request("the event body could not be read"),
     })?;
     // A header that is not visible ASCII is treated as malformed by `signature`.
@@ -60,8 +59,8 @@ async fn receive(
 fn refusal(e: EventError) -> ApiError {
     let message = e.to_string();
     match e {
-        EventError::UnknownTrigger { .. } => ApiError::new(StatusCode::NOT_FOUND, "trigger.unknown", message),
-        EventError::Signature(_) => ApiError::new(StatusCode::UNAUTHORIZED, "event.signature-invalid", message),
+        EventError::UnknownTrigger { .. } => ApiError::new(Code::TriggerUnknown, message),
+        EventError::Signature(_) => ApiError::new(Code::EventSignatureInvalid, message),
         EventError::Body(_) => ApiError::bad_request(message),
         EventError::Trigger(t) => trigger_refusal(t),
         EventError::Engine(inner) => inner.into(),
@@ -69,19 +68,19 @@ fn refusal(e: EventError) -> ApiError {
 }
 
 fn trigger_refusal(e: TriggerError) -> ApiError {
-    let unprocessable = |code, message: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message);
+    let unprocessable = |code, message: String| ApiError::new(code, message);
     match e {
-        // Checked by `events` before; kept exhaustive.
-        TriggerError::Unknown(_) => ApiError::new(StatusCode::NOT_FOUND, "trigger.unknown", e.to_string()),
+        // Checked by `crate::engine::trigger` before; kept exhaustive.
+        TriggerError::Unknown(_) => ApiError::new(Code::TriggerUnknown, e.to_string()),
         TriggerError::EventId(_) => ApiError::bad_request(e.to_string()),
         TriggerError::EventInvalid { ref violations, .. } => {
             let message = format!("{e}: {}", describe(violations));
             let pointers = violations.iter().map(|v| v.pointer.clone()).collect();
-            ApiError { pointers: Some(pointers), ..unprocessable("event.invalid", message) }
+            ApiError { pointers: Some(pointers), ..unprocessable(Code::EventInvalid, message) }
         }
-        TriggerError::MappingFailed { .. } => unprocessable("event.mapping-failed", e.to_string()),
+        TriggerError::MappingFailed { .. } => unprocessable(Code::EventMappingFailed, e.to_string()),
         TriggerError::InputInvalid { ref pointers, .. } => {
-            ApiError { pointers: Some(pointers.clone()), ..unprocessable("input.invalid", e.to_string()) }
+            ApiError { pointers: Some(pointers.clone()), ..unprocessable(Code::InputInvalid, e.to_string()) }
         }
     }
 }

@@ -1,6 +1,7 @@
-//! `GET|POST|DELETE /v1/restore-hold` (SPEC §3, §7): show, place and release
-//! the deployment's restore hold. The hold concerns every workflow, so these
-//! need the `operate` role for every workflow (a grant with workflow `*`).
+//! `GET|POST|DELETE /v1/restore-hold`
+//! (docs/reference/recovery.md#the-restore-hold): show, place and release the
+//! deployment's restore hold. The hold concerns every workflow, so these need
+//! the `operate` role for every workflow (a grant with workflow `*`).
 
 use std::sync::Arc;
 

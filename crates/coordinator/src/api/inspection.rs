@@ -1,5 +1,6 @@
-//! `GET /v1/runs/{id}/inspection`: the operator's view of a run (SPEC §3),
-//! built by [`crate::engine::recovery::inspection`]; it shows no input, command, product
+//! `GET /v1/runs/{id}/inspection`: the operator's view of a run
+//! (docs/reference/recovery.md#inspection), built by
+//! [`crate::engine::recovery::inspection`]; it shows no input, command, product
 //! response or completion value.
 
 use std::sync::Arc;

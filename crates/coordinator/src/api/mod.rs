@@ -23,6 +23,7 @@
 mod audit;
 mod auth;
 mod body;
+pub mod code;
 pub mod decode;
 mod events;
 mod guard;
@@ -56,6 +57,7 @@ use crate::auth::access::Access;
 use crate::engine::Engine;
 use crate::engine::error::EngineError;
 use auth::Caller;
+pub use code::Code;
 
 /// What every handler can reach: the engine and the access rules.
 #[derive(Debug, Clone)]
@@ -166,8 +168,7 @@ pub fn app(engine: Arc<Engine>, access: Arc<Access>) -> Router {
 /// An API error: status, stable code, message.
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
+    code: Code,
     message: String,
     pointers: Option<Vec<String>>,
     challenge: Option<&'static str>,
@@ -183,8 +184,8 @@ const DRAINING_RETRY_AFTER_SECONDS: u32 = 2;
 const DATABASE_RETRY_AFTER_SECONDS: u32 = 1;
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), pointers: None, challenge: None, retry_after: None }
+    fn new(code: Code, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into(), pointers: None, challenge: None, retry_after: None }
     }
 
     /// `403 auth.forbidden`: the caller lacks `role` for `workflow` (or, without one, for any workflow).
@@ -193,65 +194,60 @@ impl ApiError {
             Some(w) => format!("this caller does not hold the `{}` role for workflow `{w}`", role.as_str()),
             None => format!("this caller does not hold the `{}` role for any workflow", role.as_str()),
         };
-        ApiError::new(StatusCode::FORBIDDEN, "auth.forbidden", message)
+        ApiError::new(Code::AuthForbidden, message)
     }
 
     /// `400 request.invalid`.
     fn bad_request(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "request.invalid", message)
+        ApiError::new(Code::RequestInvalid, message)
     }
 }
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
-            EngineError::UnknownWorkflow(_) => ApiError::new(StatusCode::NOT_FOUND, "workflow.unknown", e.to_string()),
-            EngineError::RevisionNotActive { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "revision.not-active", e.to_string())
+            EngineError::UnknownWorkflow(_) => ApiError::new(Code::WorkflowUnknown, e.to_string()),
+            EngineError::RevisionNotActive { .. } => ApiError::new(Code::RevisionNotActive, e.to_string()),
+            EngineError::InputInvalid { ref pointers } => {
+                ApiError { pointers: Some(pointers.clone()), ..ApiError::new(Code::InputInvalid, e.to_string()) }
             }
-            EngineError::InputInvalid { ref pointers } => ApiError {
-                pointers: Some(pointers.clone()),
-                ..ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "input.invalid", e.to_string())
-            },
-            EngineError::KeyReused => ApiError::new(StatusCode::CONFLICT, "idempotency.key-reused", e.to_string()),
-            EngineError::RunNotFound => ApiError::new(StatusCode::NOT_FOUND, "run.unknown", e.to_string()),
-            EngineError::RunIdInvalid(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "run-id.invalid", e.to_string())
-            }
-            EngineError::RecoveryOnly => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "service.recovery-only", e.to_string())
-            }
+            EngineError::KeyReused => ApiError::new(Code::IdempotencyKeyReused, e.to_string()),
+            EngineError::RunNotFound => ApiError::new(Code::RunUnknown, e.to_string()),
+            EngineError::RunIdInvalid(_) => ApiError::new(Code::RunIdInvalid, e.to_string()),
+            EngineError::RecoveryOnly => ApiError::new(Code::ServiceRecoveryOnly, e.to_string()),
             EngineError::Draining => ApiError {
                 retry_after: Some(DRAINING_RETRY_AFTER_SECONDS),
-                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "service.draining", e.to_string())
+                ..ApiError::new(Code::ServiceDraining, e.to_string())
             },
             EngineError::Store(StoreError::Unavailable(ref reason)) => {
                 tracing::warn!(error = %reason, "the database could not be reached; the request was not done");
                 ApiError {
                     retry_after: Some(DATABASE_RETRY_AFTER_SECONDS),
                     ..ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "database.unavailable",
+                        Code::DatabaseUnavailable,
                         "the database could not be reached and nothing was done: retry the request",
                     )
                 }
             }
-            EngineError::RestoreHoldPlaced => ApiError::new(StatusCode::CONFLICT, "restore-hold.placed", e.to_string()),
-            EngineError::RunIdTaken => ApiError::new(StatusCode::CONFLICT, "run-id.taken", e.to_string()),
+            EngineError::RestoreHoldPlaced => ApiError::new(Code::RestoreHoldPlaced, e.to_string()),
+            EngineError::RunIdTaken => ApiError::new(Code::RunIdTaken, e.to_string()),
             EngineError::Seal(SealError::UnknownKey(ref id)) => {
                 tracing::error!(key_id = %id, "a run's data was sealed with a payload key this deployment does not hold");
                 ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "payload-key.missing",
+                    Code::PayloadKeyMissing,
                     format!(
                         "the run's data was sealed with payload key `{id}`, which this deployment does not hold: \
                          add it to payloadKeys.keys in the runtime file and restart"
                     ),
                 )
             }
-            other => {
-                tracing::error!(error = %other, "a request could not be completed");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the request could not be completed")
+            EngineError::Seal(_)
+            | EngineError::Store(_)
+            | EngineError::Corrupt(_)
+            | EngineError::Ignored(_)
+            | EngineError::Refused { .. } => {
+                tracing::error!(error = %e, "a request could not be completed");
+                ApiError::new(Code::Internal, "the request could not be completed")
             }
         }
     }
@@ -259,11 +255,11 @@ impl From<EngineError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"code": self.code, "message": self.message});
+        let mut body = json!({"code": self.code.as_str(), "message": self.message});
         if let Some(pointers) = self.pointers {
             body["pointers"] = json!(pointers);
         }
-        let mut response = (self.status, Json(body)).into_response();
+        let mut response = (self.code.status(), Json(body)).into_response();
         if let Some(challenge) = self.challenge {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static(challenge));
         }
@@ -344,11 +340,11 @@ mod tests {
     #[test]
     fn a_database_that_did_nothing_answers_503_with_retry_after_and_one_not_known_500() {
         let unavailable = ApiError::from(EngineError::Store(StoreError::Unavailable("lost".into())));
-        assert_eq!(unavailable.code, "database.unavailable");
+        assert_eq!(unavailable.code, Code::DatabaseUnavailable);
         let unavailable = unavailable.into_response();
         assert_eq!(unavailable.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(unavailable.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("1"));
         let unknown = ApiError::from(EngineError::Store(StoreError::Database("lost".into())));
-        assert_eq!((unknown.status, unknown.code), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        assert_eq!((unknown.status(), unknown.code()), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
     }
 }

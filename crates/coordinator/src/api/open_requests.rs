@@ -3,7 +3,7 @@
 //! event stream counts while it streams). A drain waits for these, not for
 //! connections: a keep-alive connection between requests, a browser's
 //! preconnect or a request whose head has not arrived holds no stop back
-//! (see `crate::process::tasks`).
+//! (see [`crate::process::tasks`]).
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 /// The document, as served.
-const DOCUMENT: &str = include_str!("openapi.json");
+pub(super) const DOCUMENT: &str = include_str!("openapi.json");
 
 /// `200` with the document.
 pub(super) async fn document() -> impl IntoResponse {

@@ -1,5 +1,7 @@
 //! The operator's commands on a run: `cancel`, `retry-same` and `reconcile`
-//! (SPEC §3), each an event the state machine decides.
+//! (docs/reference/recovery.md#settling-an-unknown-effect,
+//! docs/reference/runs.md#cancellation), each an event the state machine
+//! decides.
 
 use std::sync::Arc;
 
@@ -7,13 +9,13 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use coordinator_core::machine::REFUSAL_CODES;
 use coordinator_core::machine::event::Event;
 use coordinator_core::model::runtime::Role;
 use serde_json::json;
 
 use super::ApiError;
 use super::auth::{Caller, run_for};
+use super::code::Code;
 use crate::engine::Engine;
 use crate::engine::error::EngineError;
 
@@ -62,13 +64,8 @@ async fn operate(engine: &Engine, caller: &Caller, id: &str, event: Event) -> Re
         }
         Err(EngineError::Refused { code }) => {
             let message = format!("the rules do not allow this now ({code})");
-            Err(ApiError::new(StatusCode::CONFLICT, refusal_code(&code), message))
+            Err(ApiError::new(Code::of_refusal(&code), message))
         }
         Err(other) => Err(other.into()),
     }
-}
-
-/// The stable refusal codes the machine gives operator commands.
-fn refusal_code(code: &str) -> &'static str {
-    REFUSAL_CODES.iter().find(|c| **c == code).copied().unwrap_or("operation.refused")
 }

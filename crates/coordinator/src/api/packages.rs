@@ -1,9 +1,10 @@
-//! `POST /v1/packages?digest=sha256:<hex>`: activate a package (SPEC §2.4,
-//! §3 Pinning). The body is the package bytes exactly as `coordinatorctl
-//! package` wrote them; the caller pins their digest in the query, and a
-//! package whose bytes do not hash to it is refused. Admitted runs keep the
-//! revision they were admitted with; new admissions get the activated one.
-//! The caller needs `operate` for the package's workflow.
+//! `POST /v1/packages?digest=sha256:<hex>`: activate a package
+//! (docs/reference/service.md#packages-and-activation,
+//! docs/reference/runs.md#pinning). The body is the package bytes exactly as
+//! `coordinatorctl package` wrote them; the caller pins their digest in the
+//! query, and a package whose bytes do not hash to it is refused. Admitted runs
+//! keep the revision they were admitted with; new admissions get the activated
+//! one. The caller needs `operate` for the package's workflow.
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
+use super::code::Code;
 use super::{ApiError, Route, Verb};
 use crate::engine::{ActivationError, Engine};
 
@@ -60,18 +62,15 @@ async fn activate(
         let essence = media.to_str().unwrap_or_default().split(';').next().unwrap_or_default().trim().to_lowercase();
         if !MEDIA_TYPES.contains(&essence.as_str()) {
             return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "request.unsupported-media-type",
+                Code::RequestUnsupportedMediaType,
                 "send the package as application/octet-stream or application/json",
             ));
         }
     }
     let bytes = body.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request.too-large",
-            format!("a package may have at most {PACKAGE_LIMIT} bytes"),
-        ),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::new(Code::RequestTooLarge, format!("a package may have at most {PACKAGE_LIMIT} bytes"))
+        }
         _ => ApiError::bad_request("the package body could not be read"),
     })?;
     // The workflow is named inside the package; a package that cannot be read
@@ -98,18 +97,14 @@ fn is_digest(text: &str) -> bool {
 
 fn refusal(e: ActivationError) -> ApiError {
     let message = e.to_string();
-    let unprocessable = |code| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message.clone());
+    let unprocessable = |code| ApiError::new(code, message.clone());
     match e {
         // The bytes conflict with the digest the request pins (checked before
         // anything is read from them): 409, like a revision stored with other bytes.
-        ActivationError::DigestMismatch { .. } => {
-            ApiError::new(StatusCode::CONFLICT, "package.digest-mismatch", message.clone())
-        }
-        ActivationError::Invalid(_) => unprocessable("package.invalid"),
-        ActivationError::UnknownConnection { .. } => unprocessable("package.unknown-connection"),
-        ActivationError::RevisionConflict { .. } => {
-            ApiError::new(StatusCode::CONFLICT, "package.revision-conflict", message.clone())
-        }
+        ActivationError::DigestMismatch { .. } => ApiError::new(Code::PackageDigestMismatch, message.clone()),
+        ActivationError::Invalid(_) => unprocessable(Code::PackageInvalid),
+        ActivationError::UnknownConnection { .. } => unprocessable(Code::PackageUnknownConnection),
+        ActivationError::RevisionConflict { .. } => ApiError::new(Code::PackageRevisionConflict, message.clone()),
         ActivationError::Engine(inner) => inner.into(),
     }
 }

@@ -1,5 +1,6 @@
 //! The engine's typed errors. Each variant the API shows maps to one stable
-//! error code (`api::code_of`); none carries a protected value (input, command,
+//! error code ([`crate::api::Code`], mapped in `impl From<EngineError> for ApiError`,
+//! an exhaustive match); none carries a protected value (input, command,
 //! product response).
 
 use coordinator_seal::SealError;
