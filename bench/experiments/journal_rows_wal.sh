@@ -3,7 +3,7 @@
 # `entry`, one row per entry as the store writes them today (the admission's 3 entries
 # pending, then sealed by an UPDATE; each report's 3 inserted sealed), and `group`, one row
 # per decision with entries 2..n in a JSON column `more` (each with its hash), the layout
-# issue 14's notes propose. Same columns and indexes as migration 0014's journal, unpartitioned.
+# the store adopted (`audit::rows`; bench/history/2026-12-05-sitting-12.md). Same columns and indexes as migration 0014's journal, unpartitioned.
 # Usage: N=20000 bash bench/experiments/journal_rows_wal.sh (PostgreSQL on 127.0.0.1, user postgres;
 # creates and drops the databases walexp_entry and walexp_group).
 set -e

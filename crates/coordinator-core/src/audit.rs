@@ -1,5 +1,6 @@
-//! The audit journal's hash chain (SPEC §4): the canonical encoding of an
-//! entry, its hash, and verification of a journal read back.
+//! The audit journal's hash chain
+//! (docs/reference/protection.md#the-audit-journal): the canonical encoding of
+//! an entry, its hash, and verification of a journal read back.
 //!
 //! Every entry has a chain **position** (1, 2, 3, … with no gap, in the order
 //! the store sealed entries into the chain), the hash of the entry before it

@@ -4,6 +4,28 @@
 //! format. It must not do IO of any kind: no async runtime, database, network,
 //! file system or clock. Whatever it needs from outside (project files, the
 //! time, ids) is handed to it.
+//!
+//! Modules:
+//! - [`yaml`]: YAML parsed into a tree of nodes that remember their spans.
+//! - [`decode`]: YAML trees decoded into the project model, every problem a
+//!   `schema.*` diagnostic.
+//! - [`model`]: the plain data types of the file formats (`workflow.yaml`,
+//!   catalogs, `scenarios.yaml`, `runtime.yaml`, `worker.yaml`) and the run and
+//!   effect states.
+//! - [`check`]: the offline checker, everything `coordinatorctl check` proves.
+//! - [`diagnostic`]: what the checker says (stable code, position, repair hint)
+//!   and the code list.
+//! - [`definition`]: the compiled definition of a workflow and its revision.
+//! - [`package`]: a checked project frozen into immutable, canonical bytes.
+//! - [`machine`]: the pure state machine that decides every run.
+//! - [`scenario`]: the scenario runner behind `coordinatorctl test`.
+//! - [`json_schema`]: compiling the JSON Schemas a project embeds and
+//!   validating values against them, with no remote `$ref`.
+//! - [`editor_schema`]: the JSON Schemas of the file formats, generated from
+//!   the model for editors (the copies under `schemas/`).
+//! - [`signature`]: verifying a signed product event's `Coordinator-Signature`.
+//! - [`audit`]: the audit journal's hash chain: an entry's canonical encoding,
+//!   its hash, and verification of a journal read back.
 
 pub mod audit;
 pub mod check;

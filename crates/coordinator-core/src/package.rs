@@ -1,4 +1,4 @@
-//! Packages: a checked project frozen into immutable bytes (SPEC §2.4).
+//! Packages: a checked project frozen into immutable bytes (docs/reference/project.md#packages).
 //!
 //! A package is one canonical JSON document (RFC 8785) holding a manifest
 //! (workflow id, revision, file digests, tool version) and the compiled

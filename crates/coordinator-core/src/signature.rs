@@ -1,12 +1,12 @@
-//! Signed product events (SPEC §3 Admission): the `Coordinator-Signature`
-//! header, `t=UNIX,v1=HEX[,v1=HEX…]`, where each `v1` is the lowercase or
-//! uppercase hex HMAC-SHA256 of `t + "." + body` (the raw body bytes) under the
-//! connection's `eventSigningSecret` (its text, as UTF-8 bytes). A product
-//! rotating its secret sends one `v1` per secret; one match is enough. Other
-//! schemes (`v0=…`) are ignored, so a sender may add newer ones. The
-//! timestamp must be within [`TOLERANCE_SECONDS`] of the coordinator's clock
-//! either way. Tags are compared in constant time (`subtle`), and every
-//! candidate is compared, whichever matches.
+//! Signed product events (docs/reference/runs.md#admission): the
+//! `Coordinator-Signature` header, `t=UNIX,v1=HEX[,v1=HEX…]`, where each `v1`
+//! is the lowercase or uppercase hex HMAC-SHA256 of `t + "." + body` (the raw
+//! body bytes) under the connection's `eventSigningSecret` (its text, as UTF-8
+//! bytes). A product rotating its secret sends one `v1` per secret; one match
+//! is enough. Other schemes (`v0=…`) are ignored, so a sender may add newer
+//! ones. The timestamp must be within [`TOLERANCE_SECONDS`] of the
+//! coordinator's clock either way. Tags are compared in constant time
+//! (`subtle`), and every candidate is compared, whichever matches.
 //!
 //! Messages say which rule failed, never the header's or the body's content.
 //! Pure (the clock is an argument): the service verifies with it through

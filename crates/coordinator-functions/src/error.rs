@@ -67,12 +67,12 @@ pub enum CallError {
 impl CallError {
     /// The run-failure code for every call error: `function.failed`.
     ///
-    /// SPEC §2.2 fails a run with one code whether the function threw, hit a
-    /// bound or returned something unusable; the variant is detail for the
-    /// operator, not a different contract. An unknown function or wrong
-    /// arity is refused by `coordinatorctl check` (`function.unknown`,
-    /// `function.arity`) before a run exists, so meeting it at run time is the
-    /// same kind of failure.
+    /// docs/reference/project.md#functionsrhai fails a run with one code
+    /// whether the function threw, hit a bound or returned something unusable;
+    /// the variant is detail for the operator, not a different contract. An
+    /// unknown function or wrong arity is refused by `coordinatorctl check`
+    /// (`function.unknown`, `function.arity`) before a run exists, so meeting
+    /// it at run time is the same kind of failure.
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {

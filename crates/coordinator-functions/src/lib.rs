@@ -2,9 +2,10 @@
 //!
 //! Owns compiling `functions.rhai` ([`Functions::compile`]), listing its
 //! functions ([`Functions::signatures`]) and calling one with JSON arguments
-//! ([`Functions::call`]) under the SPEC §2.2 bounds ([`Limits`]). The checker,
-//! the state machine and the service all call functions through this crate,
-//! so a function behaves the same offline and in production.
+//! ([`Functions::call`]) under the bounds of
+//! docs/reference/project.md#functionsrhai ([`Limits`]). The checker, the state
+//! machine and the service all call functions through this crate, so a function
+//! behaves the same offline and in production.
 //!
 //! It must stay pure: no clock, IO, randomness, environment or async. A
 //! function sees only its arguments, and nothing it does outlives its call.
@@ -22,6 +23,20 @@
 //! milliseconds, for a hostile script). There is no wall-clock limit here:
 //! it would need a clock. Async callers should make calls off their
 //! executor's worker threads.
+//!
+//! Modules (all private; the crate's surface is re-exported here):
+//! - [`functions`]: [`Functions`], a compiled `functions.rhai`, and
+//!   [`Signature`].
+//! - [`call`]: one call inside the sandbox: JSON arguments in, a stack that
+//!   fits the limits, JSON or a [`CallError`] out.
+//! - [`engine`]: the one Rhai engine configuration the sandbox runs under.
+//! - [`limits`]: the bounds every call runs under ([`Limits`], [`Bound`]).
+//! - [`json`]: JSON values into and out of Rhai, unchanged in passing.
+//! - [`describe`]: Rhai's runtime errors turned into value-free descriptions.
+//! - [`error`]: [`CompileError`] and [`CallError`], which never carry run
+//!   data.
+//! - [`locate`]: where each function is defined in the source, and which
+//!   names the source contains.
 
 #![warn(missing_docs)]
 

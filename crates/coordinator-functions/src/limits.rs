@@ -8,9 +8,10 @@ use std::fmt;
 
 /// How much work and memory one function call may use.
 ///
-/// The defaults are the SPEC's (§2.2). A deployment may lower them; a zero is
-/// raised to one when the engine is built, because Rhai reads zero as
-/// "unlimited" and a sandbox must never be unbounded.
+/// The defaults are those of docs/reference/project.md#functionsrhai. A
+/// deployment may lower them; a zero is raised to one when the engine is built,
+/// because Rhai reads zero as "unlimited" and a sandbox must never be
+/// unbounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Rhai operations (statements, expressions, loop iterations, calls) per call.

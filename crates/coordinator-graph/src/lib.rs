@@ -11,6 +11,16 @@
 //! already checked), decides nothing about runs (the caller says what each
 //! step's mark is) and does no IO. The same definition and marks always give
 //! the same bytes.
+//!
+//! Modules (private; their items are re-exported here):
+//! - [`order`]: the nodes and edges every format draws, in one order
+//!   ([`step_order`]).
+//! - [`text`]: the text formats, Mermaid ([`mermaid`]) and Graphviz DOT
+//!   ([`dot`]).
+//! - [`svg`](mod@svg): the SVG drawing laid out by layout-rs ([`svg()`]), and a
+//!   run marked on it ([`svg_marked`]).
+//! - [`marks`]: how a run is marked: each mark's tag, legend words and fill.
+//! - `fixture` (tests only): the unit tests' small project, checked in memory.
 
 mod marks;
 mod order;

@@ -1,7 +1,7 @@
 //! The nodes and edges every format draws, in one order.
 //!
 //! Owns [`step_order`] (breadth-first from `start`, each step's routes in
-//! `Step::routes` order), the caption under each step id, and which routes
+//! [`Step::routes`] order), the caption under each step id, and which routes
 //! are dashed. One node per step, one edge per route. Formats take their
 //! shapes and escaping from here down; nothing here knows a format.
 

@@ -3,8 +3,10 @@
 //! Owns each format's shapes and escaping. One node per step (call = box,
 //! choose = diamond, waits = rounded box, finish = stadium in Mermaid and a
 //! double ellipse in DOT), one edge per route labelled with
-//! `RouteKind::label`, dashed where [`dashed`] says; a `start` marker points
+//! [`RouteKind::label`], dashed where [`dashed`] says; a `start` marker points
 //! at the first step. Run marks are the SVG's business only.
+//!
+//! [`RouteKind::label`]: coordinator_core::model::workflow::RouteKind::label
 
 use coordinator_core::definition::Definition;
 use coordinator_core::model::workflow::Step;

@@ -1,6 +1,8 @@
-//! The classification rules of SPEC §3 and §6 as pure functions: what a status
-//! says, how the protocol's bodies parse, and why an answer is what it is. No IO;
-//! `client` feeds these from the wire.
+//! The classification rules of
+//! docs/reference/runs.md#calls-and-prepared-commands and
+//! docs/reference/products.md#operations as pure functions: what a status says,
+//! how the protocol's bodies parse, and why an answer is what it is. No IO;
+//! [`client`](crate::client) feeds these from the wire.
 //!
 //! **Invariant:** a lost response after sending is uncertain, never retryable.
 //! Only a status the product chose (429, 503) or a failure before any byte of the
@@ -137,7 +139,8 @@ pub enum BodyFailure {
     Broken,
 }
 
-/// What a status alone says about an operation attempt (SPEC §3, §6).
+/// What a status alone says about an operation attempt
+/// (docs/reference/products.md#operations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ByStatus {
     /// 2xx: the product acted; the body carries the output.

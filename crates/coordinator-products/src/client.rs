@@ -1,8 +1,9 @@
-//! `ProductClient`: the three requests of the product protocol (SPEC §6) — run an
-//! operation, look up a receipt, observe a completion — each with a fresh token,
-//! each answer classified by `classify`. It decides nothing about runs and writes
-//! nothing anywhere: it returns what the product said, as the state machine's
-//! `CallAnswer`, `ReceiptAnswer` or `Observation`.
+//! [`ProductClient`]: the three requests of the product protocol
+//! (docs/reference/products.md) — run an operation, look up a receipt, observe
+//! a completion — each with a fresh token, each answer classified by
+//! [`classify`]. It decides nothing about runs and writes nothing anywhere: it
+//! returns what the product said, as the state machine's [`CallAnswer`],
+//! [`ReceiptAnswer`] or [`Observation`].
 //!
 //! HTTP client settings that the classification depends on:
 //! - redirects are never followed (a 3xx is a refusal `http-3xx`), so a request is
@@ -108,7 +109,7 @@ impl ProductClient {
     /// says whether it carries the `Idempotency-Key` (mutations and evaluations)
     /// and may go out on an idle connection (reads, [`Sending`]).
     ///
-    /// Classification (SPEC §3):
+    /// Classification (docs/reference/runs.md#calls-and-prepared-commands):
     /// - 2xx → `Accepted`. A 2xx whose body is not `{"output": …, "completions":
     ///   {…}}` is still `Accepted` — the product acted — with `output: null` and no
     ///   completions, so the state machine's output-schema check fails the run

@@ -1,4 +1,4 @@
-//! `Connection`: where one product lives, how a fresh credential for it is
+//! [`Connection`]: where one product lives, how a fresh credential for it is
 //! acquired, and how long to wait for it. Plain configuration: resolving secret
 //! references (`env:`, `file:`) is the caller's job; this crate only ever holds the
 //! resolved value inside a [`Secret`].
@@ -9,7 +9,8 @@ use crate::assertion::AssertionKey;
 use crate::endpoint::HttpUrl;
 use crate::secret::Secret;
 
-/// One product connection (SPEC §6, `runtime.yaml` `connections`).
+/// One product connection (docs/reference/products.md; `runtime.yaml`
+/// `connections`: docs/reference/runtime.md#a-connection).
 #[derive(Debug, Clone)]
 pub struct Connection {
     /// The product's base URL; its path is kept (`http://127.0.0.1:7400/sim/messaging`).

@@ -1,4 +1,4 @@
-//! `HttpUrl`: a checked product base URL or token endpoint, and request URLs built
+//! [`HttpUrl`]: a checked product base URL or token endpoint, and request URLs built
 //! from it by appending percent-encoded path segments. The base URL's own path is
 //! kept (`http://127.0.0.1:7400/sim/messaging` + `v1/receipts/k` →
 //! `/sim/messaging/v1/receipts/k`). It refuses URLs that carry credentials, so a

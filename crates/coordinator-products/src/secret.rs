@@ -1,4 +1,4 @@
-//! `Secret`: a credential held in memory. It owns the rule that a secret's value
+//! [`Secret`]: a credential held in memory. It owns the rule that a secret's value
 //! never reaches a `Debug` or `Display` rendering (and so no log line or error
 //! message); the only way to read it is [`Secret::expose`], at the point of use.
 

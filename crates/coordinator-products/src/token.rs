@@ -1,11 +1,12 @@
-//! Acquiring the bearer token for ONE attempt (SPEC §4): an OAuth 2.0
+//! Acquiring the bearer token for ONE attempt
+//! (docs/reference/protection.md#fresh-credentials-per-attempt): an OAuth 2.0
 //! client-credentials grant, `POST {token_endpoint}` with the form
 //! `grant_type=client_credentials&client_id=…&client_secret=…[&scope=…]` (or,
 //! with `private_key_jwt`, `client_assertion_type` and a freshly signed
-//! `client_assertion` instead of the secret), answered
-//! by `{"access_token": "…"}`. The token lives only as long as the attempt that
-//! asked for it: it is never cached, stored or logged. Failures are described by
-//! kind and status only: the endpoint's error text may quote what it was sent.
+//! `client_assertion` instead of the secret), answered by `{"access_token":
+//! "…"}`. The token lives only as long as the attempt that asked for it: it is
+//! never cached, stored or logged. Failures are described by kind and status
+//! only: the endpoint's error text may quote what it was sent.
 
 use reqwest::header::ACCEPT;
 use serde_json::Value;

@@ -1,4 +1,5 @@
-//! Sealing protected payloads at rest (SPEC §4).
+//! Sealing protected payloads at rest
+//! (docs/reference/protection.md#payloads-sealed-at-rest).
 //!
 //! Owns AES-256-GCM sealing of run definitions, inputs, prepared commands,
 //! product responses and completion values, and of stored packages: a fresh random 96-bit nonce per

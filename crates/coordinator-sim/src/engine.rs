@@ -1,7 +1,8 @@
-//! The product protocol every simulated product shares (SPEC §6): the bearer
-//! check, faults, idempotent replay, receipts, completions, the effects count
-//! and the control API. A product supplies only what its operations do
-//! ([`Product::perform`]) and what its completions say.
+//! The product protocol every simulated product shares
+//! (docs/reference/products.md): the bearer check, faults, idempotent replay,
+//! receipts, completions, the effects count and the control API. A product
+//! supplies only what its operations do ([`Product::perform`]) and what its
+//! completions say.
 //!
 //! State lives behind one `std::sync::Mutex` per product, never held across an
 //! `await`. Effect and receipt rules come from the built-in catalog, not from

@@ -1,13 +1,14 @@
-//! Product simulators (SPEC §6): in-memory stand-ins for the built-in products
-//! — `breg`, `casework`, `messaging`, `scheduling`, `evaluation` — and an OAuth
-//! 2.0 client-credentials token endpoint, speaking the product protocol with
+//! Product simulators (docs/reference/products.md#simulators,
+//! docs/simulators.md): in-memory stand-ins for the built-in products — `breg`,
+//! `casework`, `messaging`, `scheduling`, `evaluation` — and an OAuth 2.0
+//! client-credentials token endpoint, speaking the product protocol with
 //! controllable faults and a count of effects per idempotency key, so tests can
 //! prove that nothing was done twice.
 //!
 //! [`app`] serves them all under `/sim/{product}` (the token endpoint at
 //! `/sim/token`); `coordinator dev` nests the same router in its own server,
 //! tests bind [`serve`] to `127.0.0.1:0`. The protocol, faults, receipts and
-//! counts are shared (`engine`); each product module says only what its
+//! counts are shared ([`engine`]); each product module says only what its
 //! operations do. Simulators know nothing of runs or the coordinator's store,
 //! and keep everything in memory.
 //!
@@ -18,6 +19,21 @@
 //! - control API, open (it is the test harness's, not the coordinator's):
 //!   `POST|DELETE {base}/v1/faults`, `GET {base}/v1/effects`, and for casework
 //!   `POST {base}/v1/reviews/{reference}/decision`.
+//!
+//! Modules:
+//! - [`engine`]: the protocol every product shares: bearer check, faults,
+//!   idempotent replay, receipts, completions, effects count, control API
+//!   ([`Sim`], [`Product`]).
+//! - [`ledger`]: what a simulator remembers per idempotency key, and the counts
+//!   of requests and effects ([`EffectCount`]).
+//! - [`faults`]: the `POST {base}/v1/faults` request and the queues the next
+//!   calls take their fault from ([`Fault`]).
+//! - [`error`]: the answers a simulator gives when it does not accept
+//!   ([`ApiError`], [`Refusal`]).
+//! - [`token`]: the simulated OAuth 2.0 token endpoint and the bearer check
+//!   ([`Tokens`]).
+//! - [`breg`], [`casework`], [`messaging`], [`scheduling`], [`evaluation`]: one
+//!   module per built-in product, saying only what its operations do.
 
 pub mod breg;
 pub mod casework;

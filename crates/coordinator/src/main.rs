@@ -1,8 +1,9 @@
-//! `coordinator`: the service binary (SPEC §7): `dev`, `serve`, `migrate`, `worker`.
-//! Parses arguments, sets logging up, prints `dev`'s banner, waits for
-//! SIGTERM/SIGINT to drain, and maps failures to exit codes (`0` ok or
-//! drained, `1` refused, `2` usage, `3` a needed resource is unavailable, `4`
-//! stopped before the drain finished: a second signal, or the grace period ran out).
+//! `coordinator`: the service binary (docs/reference/service.md#coordinator):
+//! `dev`, `serve`, `migrate`, `worker`. Parses arguments, sets logging up,
+//! prints `dev`'s banner, waits for SIGTERM/SIGINT to drain, and maps failures
+//! to exit codes (`0` ok or drained, `1` refused, `2` usage, `3` a needed
+//! resource is unavailable, `4` stopped before the drain finished: a second
+//! signal, or the grace period ran out).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! `coordinatorctl audit verify`: pages through `GET /v1/audit` (1000 entries
 //! at a time) and recomputes the hash chain with
-//! `coordinator_core::audit::Verifier` — every entry's hash, every link, no
+//! [`coordinator_core::audit::Verifier`] — every entry's hash, every link, no
 //! gap, and the journal's recorded head. The tool trusts nothing the service
 //! says about the chain: it only reads entries.
 //!

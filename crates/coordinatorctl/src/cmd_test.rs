@@ -34,7 +34,7 @@ pub fn run(project: &Path, format: Format) -> Exit {
             match format {
                 Format::Human => {
                     eprintln!("error: {message}");
-                    eprintln!("help: write cases in {SCENARIOS_FILE} (see the README, \"Scenarios\")");
+                    eprintln!("help: write cases in {SCENARIOS_FILE} (see docs/reference/scenarios.md)");
                 }
                 Format::Json => render::print_json(&serde_json::json!({
                     "ok": false, "command": "test", "workflow": checked.definition.workflow,

@@ -1,10 +1,10 @@
 //! `explain`: what each call, wait and finish of a checked workflow does,
 //! including when a product refuses, an effect is unknown or a wait times out.
 //!
-//! Owns the explanation as text ([`human`]) and JSON ([`json`]). Each fact is
+//! Owns the explanation as text ([`human`]) and JSON ([`json`](fn@json)). Each fact is
 //! written once per format side by side in one [`Block`], so the two cannot
 //! drift apart. Everything comes from the pinned catalog descriptors and the
-//! rules of SPEC §3; it decides nothing and does no IO.
+//! rules of docs/reference/runs.md; it decides nothing and does no IO.
 //!
 //! JSON (camelCase; steps in [`step_order`]): `{workflow, revision, start,
 //! deadlineSeconds, calls, waits, finishes}`, where
@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use coordinator_graph::step_order;
 
-/// SPEC §3: the default `observeFloorSeconds`; a deployment may raise it.
+/// docs/reference/runs.md#waits: the default `observeFloorSeconds`; a deployment may raise it.
 const OBSERVE_FLOOR_SECONDS: u64 = DEFAULT_OBSERVE_FLOOR_SECONDS;
 
 /// One explained step: its JSON object, and its text as a heading and named rows.
@@ -148,9 +148,10 @@ fn call_block(id: &str, call: &CallStep, pinned: &PinnedOperation, routes: Value
         .row("retry", retry_text)
 }
 
-/// SPEC §3: a read is read again; a mutation or evaluation waits in
-/// `attention` for an operator, who may `reconcile` only with a receipt and
-/// `retry-same` only what may be repeated (never an evaluation).
+/// docs/reference/recovery.md#settling-an-unknown-effect: a read is read again;
+/// a mutation or evaluation waits in `attention` for an operator, who may
+/// `reconcile` only with a receipt and `retry-same` only what may be repeated
+/// (never an evaluation).
 fn unknown_effect(d: &OperationDescriptor) -> (&'static str, Vec<&'static str>, String) {
     let retry_same = match (d.effect, d.recovery) {
         (Effect::Mutation, Some(Recovery::ReadAgain | Recovery::SameCommand)) => Some("retry-same"),
@@ -169,7 +170,8 @@ fn unknown_effect(d: &OperationDescriptor) -> (&'static str, Vec<&'static str>, 
     }
 }
 
-/// The retry policy with the SPEC §3 defaults filled in, as JSON and text.
+/// The retry policy with the defaults of docs/reference/runs.md#retries filled
+/// in, as JSON and text.
 fn retry(policy: Option<&RetryPolicy>) -> (Value, [String; 2]) {
     let max_attempts = policy.and_then(|p| p.max_attempts);
     let effective = EffectiveRetry::of(policy);
@@ -225,7 +227,7 @@ enum Then<'a> {
 }
 
 impl<'a> Then<'a> {
-    /// SPEC §3: without `onCancel`, a cancel ends the run.
+    /// docs/reference/runs.md#cancellation: without `onCancel`, a cancel ends the run.
     fn cancel(on_cancel: Option<&'a str>) -> Self {
         on_cancel.map_or(Then::Cancelled, Then::Step)
     }

@@ -5,12 +5,12 @@
 //! `audit verify`).
 //!
 //! Owns argument parsing, reading project files from disk, the HTTP client
-//! (`client`), and printing (human or JSON). It decides nothing about projects
+//! ([`client`]), and printing (human or JSON). It decides nothing about projects
 //! or runs itself: every proof and value comes from `coordinator-core`, every
 //! operating decision from the service.
 //!
 //! Exit codes (every command): 0 accepted, 1 refused (the input is wrong),
-//! 2 usage error, 3 a needed resource is unavailable (see `operate` for how
+//! 2 usage error, 3 a needed resource is unavailable (see [`operate`] for how
 //! the service's answers map to them).
 
 mod client;
@@ -228,7 +228,7 @@ enum AuditCommand {
 pub enum Format {
     /// For people: compiler-style diagnostics, colour on a terminal.
     Human,
-    /// JSON for scripts: the report of SPEC §2.3; for the operating commands, the service's answer with
+    /// JSON for scripts: the report of docs/reference/checker.md; for the operating commands, the service's answer with
     /// `ok` and `command`.
     Json,
 }

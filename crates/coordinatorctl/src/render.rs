@@ -1,5 +1,5 @@
 //! Printing diagnostics: compiler-style for people (source excerpt, caret,
-//! help, colour on a terminal), or the JSON report of SPEC §2.3.
+//! help, colour on a terminal), or the JSON report of docs/reference/checker.md.
 
 use coordinator_core::diagnostic::{Diagnostic, Severity};
 use miette::{LabeledSpan, MietteDiagnostic, NamedSource, Report};

@@ -1,6 +1,6 @@
-//! The offline checker: everything `coordinatorctl check` proves (SPEC §2.3).
+//! The offline checker: everything `coordinatorctl check` proves (docs/reference/checker.md).
 //!
-//! `check_project` reads the project through [`ProjectSource`] (the caller does
+//! [`check_project`] reads the project through [`ProjectSource`] (the caller does
 //! the IO), parses and decodes every file, runs each proof family in its own
 //! module, and returns every diagnostic at once together with the compiled
 //! [`Definition`] when there is no error. Structural (`yaml.*`, `schema.*`)

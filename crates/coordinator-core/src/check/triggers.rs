@@ -1,5 +1,5 @@
 //! Trigger proofs: every trigger names a product event that a catalog describes.
-//! (`trigger.unknown-connection` needs the runtime configuration: `runtime`
+//! (`trigger.unknown-connection` needs the runtime configuration: [`runtime`](super::runtime)
 //! checks it when the project is checked with `--runtime`.)
 
 use crate::diagnostic::Code;

@@ -6,7 +6,7 @@
 //! Must not read anything itself: the caller hands over the text and the
 //! probe. Nothing here reaches the coordinator, so whether the coordinator's
 //! `runtime.yaml` has these connections as remote ones, and lists this
-//! worker's subject, is the coordinator's check (`check::runtime`) and the
+//! worker's subject, is the coordinator's check ([`check::runtime`](crate::check::runtime)) and the
 //! coordinator's answer when the worker connects. No diagnostic shows a
 //! secret: only references are named.
 

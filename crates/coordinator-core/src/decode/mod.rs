@@ -3,7 +3,7 @@
 //! Owns the field-by-field conversion with `schema.*` diagnostics at exact
 //! positions. Decoding continues past errors so that all independent problems
 //! are reported at once; a value with an error decodes to `None`. Does not
-//! check cross-references (steps, functions, operations): that is `check`.
+//! check cross-references (steps, functions, operations): that is [`check`](crate::check).
 
 pub mod catalog;
 pub mod runtime;

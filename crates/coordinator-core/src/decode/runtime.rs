@@ -1,14 +1,14 @@
 //! Decodes `runtime.yaml` into [`RuntimeFile`], field by field.
 //!
 //! Checks the shape of one deployment's configuration: known and required
-//! fields, types, the listen addresses (`listen`, `grpc.listen`), the package
+//! fields, types, the listen addresses ([`listen`], `grpc.listen`), the package
 //! digest, URLs (http or https, never with credentials in them), that the
 //! active payload key is one of the keys, roles and names, the connections
 //! ([`connection`], shared with `worker.yaml`; a remote one needs `grpc`),
 //! `dispatch.redis`, and the `logging` and `telemetry` sections ([`observability`]). Every secret must be a reference (`env:NAME` or
 //! `file:PATH`); a literal is refused with a message that never repeats it, and
-//! [`redact`] masks it in the text shown in excerpts. Does not check the file
-//! against a project (`check::runtime`) and never resolves a reference.
+//! [`redact()`] masks it in the text shown in excerpts. Does not check the file
+//! against a project ([`check::runtime`](crate::check::runtime)) and never resolves a reference.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 

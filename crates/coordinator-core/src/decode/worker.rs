@@ -5,7 +5,7 @@
 //! credentials or path; a `caCertificate` only with https), every secret as a
 //! reference (refused without being repeated, as in `runtime.yaml`), the
 //! concurrency's range, and the connections, through the same decoder as
-//! `runtime.yaml`'s (`runtime::connection`): each has the product's address
+//! `runtime.yaml`'s ([`runtime::connection`](super::runtime::connection)): each has the product's address
 //! and credentials, never `dispatch`, `workers` or `eventSigningSecret`.
 //! Never resolves a reference and never reaches the coordinator.
 

@@ -1,6 +1,6 @@
 //! Actions: what the machine decided, for the caller to persist (the service
 //! turns each into SQL in the event's transaction; the scenario runner folds
-//! them into its in-memory run). `Run::apply` is the reference meaning of each.
+//! them into its in-memory run). [`Run::apply`](super::run::Run::apply) is the reference meaning of each.
 
 use std::collections::BTreeMap;
 

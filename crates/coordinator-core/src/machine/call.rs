@@ -1,6 +1,8 @@
-//! Classified answers to call attempts (SPEC §3): accepted, refused (declared
-//! or not), retryable (resent with backoff within the deadline), uncertain
-//! (reads again, mutations and evaluations to an operator), and late answers.
+//! Classified answers to call attempts
+//! (docs/reference/runs.md#calls-and-prepared-commands): accepted, refused
+//! (declared or not), retryable (resent with backoff within the deadline),
+//! uncertain (reads again, mutations and evaluations to an operator), and late
+//! answers.
 
 use std::collections::BTreeMap;
 

@@ -90,11 +90,14 @@ impl Workflow {
     /// Adds the schemas of the events the workflow's triggers admit from, taken
     /// from `schemas` (event name -> JSON Schema). The definition does not pin
     /// event schemas, so the caller says which ones it trusts (the service
-    /// passes the built-in catalog's: `check::catalog::builtin_event_schemas`);
+    /// passes the built-in catalog's:
+    /// [`Catalog::builtin_event_schemas`]);
     /// a trigger event without a schema here is not validated.
     ///
     /// # Errors
     /// [`CompileFailure::Schema`] when a supplied schema does not compile.
+    ///
+    /// [`Catalog::builtin_event_schemas`]: crate::check::catalog::Catalog::builtin_event_schemas
     pub fn with_event_schemas(mut self, schemas: &BTreeMap<String, Value>) -> Result<Workflow, CompileFailure> {
         for trigger in self.definition.triggers.values() {
             if let Some(value) = schemas.get(&trigger.event)

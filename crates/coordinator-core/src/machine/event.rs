@@ -65,7 +65,7 @@ pub enum Event {
     RestoreHoldReleased,
 }
 
-/// A classified answer to a call attempt (SPEC §3).
+/// A classified answer to a call attempt (docs/reference/runs.md#calls-and-prepared-commands).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum CallAnswer {
@@ -113,7 +113,7 @@ pub enum ReceiptAnswer {
 }
 
 impl ReceiptAnswer {
-    /// The SPEC spelling.
+    /// The spelling of docs/reference/products.md#receipts.
     pub fn as_str(&self) -> &'static str {
         match self {
             ReceiptAnswer::Found { .. } => "found",
@@ -163,9 +163,10 @@ pub enum Timer {
 }
 
 impl Timer {
-    /// Order among timers due at the same instant (SPEC §3): run deadline, wait timeout,
-    /// then observations and timers. (Cancel, an operator event, sits between the deadline
-    /// and the timeout; the caller orders it.)
+    /// Order among timers due at the same instant
+    /// (docs/reference/runs.md#waits): run deadline, wait timeout, then
+    /// observations and timers. (Cancel, an operator event, sits between the
+    /// deadline and the timeout; the caller orders it.)
     pub fn precedence(&self) -> u8 {
         match self {
             Timer::RunDeadline => 0,

@@ -3,14 +3,14 @@
 //! [`decide`] takes the compiled workflow, the locked run snapshot, one
 //! [`Event`] and the current instant, and returns a [`Transition`]: the
 //! [`Action`]s to persist, or why the event was ignored or refused. It does no
-//! IO and reads no clock; `Run::apply` gives each action its meaning, so the
+//! IO and reads no clock; [`Run::apply`] gives each action its meaning, so the
 //! scenario runner and the service change runs the same way.
 //!
-//! Rules live one concept per module: `flow` (entering steps: call, choose,
-//! wait-until, wait-for, finish), `call` (classified answers, retries,
-//! uncertainty), `wait` (timers, observations, nudges, timeouts), `operator`
-//! (cancel, retry-same, reconcile, restore hold), `mapping` (sources and
-//! functions), `trigger` (what a product event admits: run input and key).
+//! Rules live one concept per module: [`flow`] (entering steps: call, choose,
+//! wait-until, wait-for, finish), [`call`] (classified answers, retries,
+//! uncertainty), [`wait`] (timers, observations, nudges, timeouts), [`operator`]
+//! (cancel, retry-same, reconcile, restore hold), [`mapping`] (sources and
+//! functions), [`trigger`] (what a product event admits: run input and key).
 
 pub mod action;
 mod call;
@@ -78,7 +78,7 @@ pub struct Transition {
 }
 
 /// Decides one event for one run. The snapshot is not changed: apply the
-/// transition's actions to it (`Run::apply`) once they are persisted.
+/// transition's actions to it ([`Run::apply`]) once they are persisted.
 pub fn decide(workflow: &Workflow, run: &Run, event: &Event, now: Instant, settings: &Settings) -> Transition {
     let mut copy = run.clone();
     advance(workflow, &mut copy, event, now, settings)

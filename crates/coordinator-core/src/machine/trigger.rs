@@ -1,5 +1,6 @@
-//! Triggers (SPEC §2.1, §3 Admission): from a product event, whose signature
-//! the service has verified, to what an admission needs — the run input (the
+//! Triggers (docs/reference/project.md#triggers,
+//! docs/reference/runs.md#admission): from a product event, whose signature the
+//! service has verified, to what an admission needs — the run input (the
 //! trigger's `input` mapping) and the idempotency key (its `idempotencyKey`
 //! mapping). Pure: no clock, no IO; the functions run in the same bounded
 //! sandbox, with the same sources, as every mapping of the machine.
@@ -7,7 +8,7 @@
 //! What is checked, in order: the event is a JSON object whose `eventId` is a
 //! non-empty string of at most [`MAX_EVENT_ID_CHARS`] characters ([`event_id`];
 //! every catalogued event carries one); the event matches its catalog schema
-//! when the compiled workflow knows it (`Workflow::with_event_schemas`: the
+//! when the compiled workflow knows it ([`Workflow::with_event_schemas`]: the
 //! package does not pin event schemas); each mapping's function succeeds; the
 //! key is a non-empty string of at most [`MAX_KEY_CHARS`] characters; the input
 //! matches the workflow's input schema. Errors carry pointers and names, never
@@ -107,8 +108,9 @@ impl Workflow {
         self.definition.triggers.get(name)
     }
 
-    /// What trigger `name` admits from `event` (SPEC §3 Admission): its run
-    /// input and idempotency key, after every check of the module doc.
+    /// What trigger `name` admits from `event`
+    /// (docs/reference/runs.md#admission): its run input and idempotency key,
+    /// after every check of the module doc.
     ///
     /// # Errors
     /// [`TriggerError`], each variant with its stable code.

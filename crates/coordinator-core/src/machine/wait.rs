@@ -1,5 +1,6 @@
 //! Time: due timers (run deadline, wait-until, observations, wait timeouts),
-//! observations of completions, and completion nudges (SPEC §3 timing rules).
+//! observations of completions, and completion nudges
+//! (docs/reference/runs.md#waits).
 
 use super::action::{Action, AuditKind, WaitResolution};
 use super::compiled::describe;

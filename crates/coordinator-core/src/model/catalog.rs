@@ -1,4 +1,4 @@
-//! Catalog files: host operations and product events described as data (SPEC §2.5).
+//! Catalog files: host operations and product events described as data (docs/catalog.md).
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! These types are the single description of the formats: the JSON Schemas in
 //! `schemas/` are generated from them, the revision is computed over their
 //! canonical JSON, and packages carry them. They hold no spans and no logic
-//! beyond small accessors; decoding with diagnostics lives in `decode`.
+//! beyond small accessors; decoding with diagnostics lives in [`decode`](crate::decode).
 
 pub mod catalog;
 pub mod run;

@@ -1,4 +1,5 @@
-//! The states a run and each of its call steps can be in (SPEC §3).
+//! The states a run and each of its call steps can be in
+//! (docs/reference/runs.md#run-states).
 //!
 //! Shared vocabulary of the state machine, the store, the API and
 //! `scenarios.yaml` expectations. Only the names and their classification live
@@ -30,7 +31,7 @@ pub enum RunState {
 }
 
 impl RunState {
-    /// Every state, in the order SPEC §3 lists them.
+    /// Every state, in the order docs/reference/runs.md#run-states lists them.
     pub const ALL: [RunState; 8] = [
         RunState::Running,
         RunState::Attention,

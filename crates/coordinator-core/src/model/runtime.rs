@@ -1,7 +1,8 @@
 //! `runtime.yaml`: how one deployment of the service is wired — database,
 //! payload keys, listen addresses (the HTTP API and, for remote workers, gRPC),
-//! Redis dispatch hints, pinned package, product connections, access,
-//! shutdown, logging and telemetry (SPEC §4, §7).
+//! Redis dispatch hints, pinned package, product connections, access, shutdown,
+//! logging and telemetry (docs/reference/runtime.md,
+//! docs/reference/protection.md).
 //!
 //! Plain data only. Secrets are never values in this file: every credential,
 //! key and database URL is a [`SecretRef`] (`env:NAME` or `file:PATH`) that the
@@ -273,7 +274,7 @@ pub struct Connection {
     /// Who makes the product requests: the coordinator (`in-process`, the default) or remote workers.
     #[serde(default, skip_serializing_if = "Dispatch::is_in_process")]
     pub dispatch: Dispatch,
-    /// The product's base URL; operations are `POST {baseUrl}/v1/operations/…` (SPEC §6).
+    /// The product's base URL; operations are `POST {baseUrl}/v1/operations/…` (docs/reference/products.md).
     /// Required for an in-process connection, refused for a remote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(url)]
@@ -485,7 +486,7 @@ impl Grant {
     }
 }
 
-/// What a caller may do (SPEC §4). `admit`, `read` and `operate` are rights
+/// What a caller may do (docs/reference/protection.md). `admit`, `read` and `operate` are rights
 /// on the HTTP API, per workflow. `worker` is not: a principal holding it may
 /// serve (over gRPC) the remote connections whose `workers` list its subject,
 /// and nothing else; it grants no right on the HTTP API, and the workflow of

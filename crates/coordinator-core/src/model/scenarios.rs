@@ -1,5 +1,6 @@
 //! `scenarios.yaml`: scripted cases that `coordinatorctl test` runs with a
-//! virtual clock through the same state machine as the service (SPEC §2.6).
+//! virtual clock through the same state machine as the service
+//! (docs/reference/scenarios.md).
 //!
 //! Plain data only. Whether the step ids a case names exist in the workflow, and
 //! whether the replies fit the steps, is the runner's business.

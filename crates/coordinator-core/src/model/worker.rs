@@ -5,7 +5,7 @@
 //!
 //! Plain data only. The product's address and credentials live here, next to
 //! the product, and nowhere in the coordinator's file; as there, every secret
-//! is a [`SecretRef`]. Decoding with diagnostics is `decode::worker`; this
+//! is a [`SecretRef`]. Decoding with diagnostics is [`decode::worker`](crate::decode::worker); this
 //! module must not read the environment or the file system.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,5 @@
-//! `workflow.yaml`: one workflow's steps, operations, triggers and outcomes (SPEC §2.1).
+//! `workflow.yaml`: one workflow's steps, operations, triggers and outcomes
+//! (docs/reference/project.md#workflowyaml).
 
 use std::collections::BTreeMap;
 
@@ -279,7 +280,7 @@ pub struct CallStep {
     pub retry: Option<RetryPolicy>,
 }
 
-/// `retry:` of a call. Unset fields take the defaults of SPEC §3.
+/// `retry:` of a call. Unset fields take the defaults of docs/reference/runs.md.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RetryPolicy {
@@ -362,10 +363,10 @@ pub struct FinishStep {
     pub output: Option<Mapping>,
 }
 
-/// The observation floor when the deployment sets none (SPEC §3).
+/// The observation floor when the deployment sets none (docs/reference/runs.md#waits).
 pub const DEFAULT_OBSERVE_FLOOR_SECONDS: u64 = 30;
 
-/// A retry policy with the SPEC §3 defaults filled in.
+/// A retry policy with the defaults of docs/reference/runs.md#retries filled in.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EffectiveRetry {
     /// Attempts in all, the first included; `None` is unlimited within the run deadline.

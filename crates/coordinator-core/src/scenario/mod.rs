@@ -1,7 +1,8 @@
-//! The scenario runner behind `coordinatorctl test` (SPEC §2.6): each case runs
-//! through the same state machine, mappings and functions as the service, on
-//! a virtual clock, with scripted product replies and operator actions. No
-//! credential, no request, no real time.
+//! The scenario runner behind `coordinatorctl test`
+//! (docs/reference/scenarios.md): each case runs through the same state
+//! machine, mappings and functions as the service, on a virtual clock, with
+//! scripted product replies and operator actions. No credential, no request, no
+//! real time.
 //!
 //! Rules: a call takes no virtual time; an operator action happens at the
 //! instant the run entered attention; events due at the same instant apply in

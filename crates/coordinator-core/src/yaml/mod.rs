@@ -1,9 +1,9 @@
 //! A YAML document as a tree of nodes that remember where they came from.
 //!
 //! Owns YAML 1.2 parsing (through `saphyr-parser` events); the core-schema
-//! typing of scalars is `scalar`'s. Every node and every mapping key carries
+//! typing of scalars is [`scalar`](mod@scalar)'s. Every node and every mapping key carries
 //! its span, so later checks can point at the exact text. Does not know any
-//! project format: decoding into workflow or catalog types lives in `decode`
+//! project format: decoding into workflow or catalog types lives in [`decode`](crate::decode)
 //! users.
 
 mod scalar;

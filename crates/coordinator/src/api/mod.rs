@@ -1,18 +1,23 @@
-//! The HTTP API (SPEC §7), the part built so far: admission, listing and
-//! reading runs, the operator's inspection and commands (cancel, retry-same,
-//! reconcile), package activation, completion notifications, the OpenAPI
-//! document, Prometheus metrics and a health check. Errors are
-//! `{"code", "message"}` with stable codes; nothing protected (input,
-//! commands, product responses, completion values) is ever echoed.
+//! The HTTP API (docs/reference/service.md, docs/api.md): admission, listing
+//! and reading runs, the operator's inspection and commands (cancel,
+//! retry-same, reconcile), the restore hold, package activation, signed
+//! product events, completion notifications, the audit journal, the OpenAPI
+//! document, Prometheus metrics and the health checks. Errors are
+//! `{"code", "message"}` with a stable [`Code`] each
+//! (docs/reference/errors.md); nothing protected (input, commands, product
+//! responses, completion values) is ever echoed.
 //!
 //! The router is built from one table ([`endpoints`] lists it), which the
-//! OpenAPI document is tested against. One module per concern: `runs`
-//! (admit, read, list), `decode` (request bodies: bytes in, pure),
-//! `operator` (cancel, retry-same, reconcile), `inspection`, `packages`
-//! (activation), `audit` (the hash-chained journal), `openapi`, `guard`
-//! (a path or query with a control character is refused before any
-//! handler), `auth` (the authenticated caller as an extractor, and role
-//! checks on a run).
+//! OpenAPI document is tested against. One module per concern: [`runs`]
+//! (admit, read, list), [`decode`] (request bodies: bytes in, pure),
+//! [`body`] (reading a body within its limit), [`operator`] (cancel,
+//! retry-same, reconcile), [`inspection`], [`hold`] (the restore hold),
+//! [`packages`] (activation), [`events`] (signed product events), [`audit`]
+//! (the hash-chained journal), [`openapi`], [`guard`] (a path or query with
+//! a control character is refused before any handler), [`auth`] (the
+//! authenticated caller as an extractor, and role checks on a run),
+//! [`request_log`] (one line per request), [`open_requests`] (the requests
+//! in progress a drain waits for) and [`code`].
 //!
 //! Every route but `/healthz`, `/readyz`, `/v1/openapi.json`,
 //! `POST /v1/completions/{connection}` and `POST /v1/events/{workflow}/{trigger}`

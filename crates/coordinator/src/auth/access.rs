@@ -1,5 +1,6 @@
-//! Who may call the API and what they may do (SPEC §4): subjects, their
-//! static bearer tokens and their roles per workflow.
+//! Who may call the API and what they may do
+//! (docs/reference/protection.md#access-and-roles): subjects, their static
+//! bearer tokens and their roles per workflow.
 //!
 //! A token is kept only as its SHA-256 digest; a presented token is hashed
 //! and compared with every known digest in constant time (`subtle`), without

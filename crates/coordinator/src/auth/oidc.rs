@@ -1,4 +1,6 @@
-//! OIDC-issued JWT bearer tokens (SPEC §4, `access.oidc` in runtime.yaml).
+//! OIDC-issued JWT bearer tokens
+//! (docs/reference/protection.md#access-and-roles, `access.oidc` in
+//! runtime.yaml).
 //!
 //! An [`Issuer`] holds the issuer's signing keys, read from its JWKS: a
 //! `file:PATH` document read once at start-up, or an `https://` URL fetched

@@ -3,7 +3,7 @@
 //!
 //! Every action is confirmed first: its page says what it will do, computed
 //! by the pure machine on the run's current snapshot as a dry run
-//! (`preview`, nothing written) — or that the rules refuse it, and why. The
+//! ([`preview`], nothing written) — or that the rules refuse it, and why. The
 //! form asks for a reason, which the journal records with the command (an
 //! `operator` entry `reason given: …`, beside the machine's own, with the
 //! operator's subject). A bulk action previews each run of the selection

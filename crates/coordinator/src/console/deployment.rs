@@ -3,7 +3,7 @@
 //! and release for those who operate every workflow, as `POST|DELETE
 //! /v1/restore-hold` requires), and the audit chain's head with a "verify
 //! now" that recomputes the whole chain from the sealed entries
-//! (`coordinator_core::audit::Verifier`: the entries are checked, not the
+//! ([`coordinator_core::audit::Verifier`]: the entries are checked, not the
 //! service's word).
 
 use axum::Form;

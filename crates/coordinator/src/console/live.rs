@@ -1,6 +1,6 @@
 //! Live updates (`GET /console/live`): a server-sent event stream that says
 //! `changed` whenever a decision of this process committed (the engine's
-//! after-commit hook bumps `Engine::changes`), at most once a second, and
+//! after-commit hook bumps [`Engine::changes`](crate::Engine::changes)), at most once a second, and
 //! at least every five seconds anyway, so changes committed by another
 //! process of the deployment show within that. The page's script then fetches
 //! its live regions again; without the stream it polls. The stream ends when

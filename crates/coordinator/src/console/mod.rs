@@ -1,18 +1,20 @@
 //! The operator console at `/console`: server-rendered HTML (askama
 //! templates under `templates/console/`), our own CSS and a small
-//! progressive-enhancement script embedded in the binary (`assets`), live
-//! updates over server-sent events (`live`), served by the API's own router.
+//! progressive-enhancement script embedded in the binary ([`assets`]), live
+//! updates over server-sent events ([`live`]), served by the API's own router.
 //!
-//! One module per page or concern: `session` (sign-in, the signed session
-//! cookie, CSRF), `runs` (the run list and the attention inbox), `run` (one
-//! run: its graph, steps, effects, waits, journal), `actions` (cancel,
+//! One module per page or concern: [`session`] (sign-in, the signed session
+//! cookie, CSRF), [`runs`] (the run list and the attention inbox), [`run`] (one
+//! run: its graph, steps, effects, waits, journal), [`actions`] (cancel,
 //! retry-same, reconcile — each previewed by the pure machine first — and
-//! bulk actions), `deployment` (active revisions, the restore hold, the audit
-//! chain), `assets`, `live`. Pages decide nothing: what an action would do
-//! comes from `inspection::preview`, what it does from the engine, who may
-//! see and do what from `access` — exactly as in the API. **Invariant:** no
+//! bulk actions), [`deployment`] (active revisions, the restore hold, the audit
+//! chain), [`assets`], [`live`]. Pages decide nothing: what an action would do
+//! comes from [`preview::preview`], what it does from the engine, who may
+//! see and do what from [`access`](crate::auth::access) — exactly as in the API. **Invariant:** no
 //! page shows a run's input, a command, a product response or a completion
 //! reference or value; only a finished run's published output.
+//!
+//! [`preview::preview`]: crate::engine::recovery::preview::preview
 
 // A page's early answer is an axum `Response`, as its handler returns one.
 #![allow(clippy::result_large_err, reason = "errors here are the page's own HTTP response")]

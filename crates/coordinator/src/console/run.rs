@@ -5,8 +5,8 @@
 //! attempts, next attempt and last receipt, with the recovery actions the
 //! machine accepts and, for those it refuses, its reason; each wait's timing
 //! and one sentence saying why the run waits; the run's journal; a finished
-//! run's published output. Built from `inspection` (which shows nothing
-//! protected) and `preview`; the viewer needs `read` on an own run or `operate`.
+//! run's published output. Built from [`inspection`] (which shows nothing
+//! protected) and [`preview`]; the viewer needs `read` on an own run or `operate`.
 
 use std::sync::Arc;
 

@@ -2,7 +2,9 @@
 //! to older pages, no counting) and the attention inbox (`/console/attention`:
 //! runs in `attention` grouped by reason, workflow and step, oldest first,
 //! and one group's runs). A viewer sees exactly what `GET /v1/runs` would
-//! show them (`Principal::listing`); the inbox is for those who operate.
+//! show them ([`Principal::listing`]); the inbox is for those who operate.
+//!
+//! [`Principal::listing`]: crate::auth::access::Principal::listing
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;

@@ -3,7 +3,7 @@
 //! authenticates by the cookie, and every action also by a CSRF token.
 //!
 //! The cookie is stateless and signed (HMAC-SHA256 under a key derived from
-//! the deployment's active payload key, `Keyring::derive`), so every process
+//! the deployment's active payload key, [`Keyring::derive`]), so every process
 //! of a deployment accepts it and a restart keeps it: `v1.<kind>.<who>.<exp>.<mac>`,
 //! where `kind` is `s` (a static token, `who` an HMAC of its digest — the
 //! principal is found again among the configured tokens, so removing a token
@@ -13,6 +13,8 @@
 //! console is reached on a loopback address. The CSRF token is an HMAC of the
 //! cookie's MAC: every form carries it, every POST checks it. Nothing of the
 //! token itself is kept or logged.
+//!
+//! [`Keyring::derive`]: coordinator_seal::Keyring::derive
 
 use std::sync::Arc;
 

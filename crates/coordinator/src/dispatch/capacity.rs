@@ -1,6 +1,6 @@
 //! The bound on the work a worker has in hand: claimed or leased rows not
 //! yet reported, each a product request in flight or about to be. A place is
-//! taken before a row is claimed or leased (`worker`'s claim rounds, the
+//! taken before a row is claimed or leased ([`worker`](crate::dispatch::worker)'s claim rounds, the
 //! committer's eager leases) and held until its task ends or hands its report
 //! to the committer, so however fast work is queued a worker never holds
 //! more than its bound (and no more leases than it can act on before they run

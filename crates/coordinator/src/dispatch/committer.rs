@@ -1,11 +1,11 @@
 //! Group commit of the worker's reports: fired timers and product answers
 //! are queued here and applied many to a transaction
-//! (`Store::apply_fenced_batch`), each with every rule of a single fenced
+//! ([`Store::apply_fenced_batch`]), each with every rule of a single fenced
 //! apply — the claim's lease held, the decision made on the run's current
 //! snapshot, persisted, committed — before its reporter hears back.
 //!
 //! One committer task per worker takes whatever has queued while the previous
-//! transaction committed (up to the store's `batch_limit`): under light load a batch is
+//! transaction committed (up to the store's [`batch_limit`]): under light load a batch is
 //! one report and costs what a single apply costs; under heavy load the
 //! commits, round trips and fsyncs are shared. A run appears at most once per
 //! batch; its later reports wait for the next batch, in the order they came.
@@ -14,16 +14,21 @@
 //!
 //! Eager dispatch: a worker's committer leases the work its batch queues for
 //! at once to that worker, in the batch's transaction
-//! (`Store::apply_fenced_batch_leasing`), and hands it over
-//! (`crate::dispatch::handoff`) before the reporters hear back; the worker starts it as it starts a
+//! ([`Store::apply_fenced_batch_leasing`]), and hands it over
+//! ([`crate::dispatch::handoff`]) before the reporters hear back; the worker starts it as it starts a
 //! claim's, with no claim round between. Nothing is leased while the engine
 //! drains or the restore fence holds; what the worker can no longer take is
-//! given back (`Store::release`). Work leased this way is left out of the
+//! given back ([`Store::release`]). Work leased this way is left out of the
 //! wake-ups and hints after the commit (nobody else need look for it).
 //!
 //! It must not decide anything of its own: decisions are the engine's
-//! (`Engine::decide_on`), after-commit metrics are recorded as for a single
+//! ([`Engine::decide_on`]), after-commit metrics are recorded as for a single
 //! apply.
+//!
+//! [`Store::apply_fenced_batch`]: coordinator_store::Store::apply_fenced_batch
+//! [`batch_limit`]: coordinator_store::Store::batch_limit
+//! [`Store::apply_fenced_batch_leasing`]: coordinator_store::Store::apply_fenced_batch_leasing
+//! [`Store::release`]: coordinator_store::Store::release
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -47,7 +52,8 @@ struct Report {
     event: Event,
     wf: Arc<Workflow>,
     note: Note,
-    /// The reporting task's place in hand, handed on to what the decision queues (`in_hand`).
+    /// The reporting task's place in hand, handed on to what the decision queues
+    /// ([`capacity`](crate::dispatch::capacity)).
     place: Option<Place>,
     done: oneshot::Sender<Result<(), EngineError>>,
 }
@@ -71,8 +77,8 @@ pub(crate) struct Reports {
 impl Reports {
     /// Applies `event` under `claim`'s fence in the next batch and returns how
     /// that went; the reporting task's `place` in hand goes with it, to the
-    /// work the decision queues (`in_hand`). If the committer has stopped, it
-    /// is applied on its own.
+    /// work the decision queues ([`capacity`](crate::dispatch::capacity)). If
+    /// the committer has stopped, it is applied on its own.
     pub(crate) async fn apply(
         &self,
         claim: Claim,

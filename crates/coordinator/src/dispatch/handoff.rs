@@ -1,16 +1,19 @@
 //! Eager dispatch's hand-over: where a commit that leased work to this
-//! process's worker (a batch of reports, `committer`; an admission,
-//! `Engine::admit`) hands it, each row with its place in hand.
+//! process's worker (a batch of reports, [`committer`](crate::dispatch::committer); an admission,
+//! [`Engine::admit`]) hands it, each row with its place in hand.
 //!
 //! The worker registers its [`Handoff`] with the engine while it runs. An
 //! [`Offer`] is made only on a store that leases eagerly
-//! (`Store::eager_dispatch`), while the engine neither drains nor is fenced,
+//! ([`Store::eager_dispatch`]), while the engine neither drains nor is fenced,
 //! and with places free in the worker's hands; after the commit each leased
 //! row takes one of the offer's places (those unused go back) and goes to the
 //! worker's queue. What the worker can no longer take is given back
-//! (`Store::release`).
+//! ([`Store::release`]).
 //!
 //! It must not decide anything: what is leased is the store's rule (`eager`).
+//!
+//! [`Store::eager_dispatch`]: coordinator_store::Store::eager_dispatch
+//! [`Store::release`]: coordinator_store::Store::release
 
 use coordinator_store::{Claim, ClaimedRun, EagerLease, WorkItem, WorkScope};
 use tokio::sync::mpsc;
@@ -46,7 +49,7 @@ pub(crate) struct Offer {
 
 impl Offer {
     /// An offer of up to `rows` places of `handoff` for a commit at `now`:
-    /// the places `carried` (reports' places handed on, `in_hand`) first, then
+    /// the places `carried` (reports' places handed on, [`capacity`](crate::dispatch::capacity)) first, then
     /// free ones; `None` when nothing may be leased now (see the module doc),
     /// and the carried places go back.
     pub(crate) fn new(

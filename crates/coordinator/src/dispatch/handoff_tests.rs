@@ -1,7 +1,8 @@
-//! A report's place in hand goes to the work its decision queues (`in_hand`,
-//! `committer`): on PostgreSQL (eager dispatch) a worker whose every place is
-//! taken carries a run under way on to its next step at once, instead of
-//! leaving that step for a claim round that takes older queued work first.
+//! A report's place in hand goes to the work its decision queues
+//! (`crate::dispatch::capacity`, `committer`): on PostgreSQL (eager dispatch) a
+//! worker whose every place is taken carries a run under way on to its next
+//! step at once, instead of leaving that step for a claim round that takes
+//! older queued work first.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,19 +1,22 @@
 //! Doing one claimed outbox row: send an attempt, look up a receipt, observe
-//! a completion — through `ProductClient` with a fresh token each time and
+//! a completion — through [`ProductClient`] with a fresh token each time and
 //! the run's `traceparent` — and report the classified answer as an event
 //! under the claim's fence (the committer's next batch).
 //!
 //! Each request is a client span of the run's trace (operation, connection,
 //! classified answer and its reason — never the payload) and a sample of
 //! `coordinator_product_request_seconds`. While the service drains, a row
-//! whose request was not sent yet is given back (`Store::release`) instead.
+//! whose request was not sent yet is given back ([`Store::release`]) instead.
 //!
 //! Re-dispatch after a lost lease: a row whose earlier claim ran out without a
 //! report comes back `reclaimed`. An attempt of a mutation or evaluation is
 //! then NOT sent again: the earlier worker may have sent it and the product may
-//! have acted, so it is reported uncertain (SPEC §3: the run goes to
-//! `attention`, an operator settles it). Reads, receipt lookups and
+//! have acted, so it is reported uncertain (docs/reference/runs.md#effects: the
+//! run goes to `attention`, an operator settles it). Reads, receipt lookups and
 //! observations change nothing and are simply done again.
+//!
+//! [`ProductClient`]: coordinator_products::ProductClient
+//! [`Store::release`]: coordinator_store::Store::release
 
 use std::sync::Arc;
 
@@ -74,8 +77,9 @@ async fn remote_lane(engine: &Engine, item: &WorkItem, run: &ClaimedRun) -> Resu
 }
 
 /// A remote connection's row claimed here: a mutation or evaluation attempt
-/// claimed before is reported uncertain (a worker may have sent it; SPEC §3);
-/// anything else goes back to its lane for the workers, unsent.
+/// claimed before is reported uncertain (a worker may have sent it;
+/// docs/reference/runs.md#effects); anything else goes back to its lane for the
+/// workers, unsent.
 async fn to_lane(
     engine: &Engine,
     reports: &Reports,

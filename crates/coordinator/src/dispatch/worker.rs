@@ -1,33 +1,35 @@
 //! The worker: claims due timers and outbox rows, fires each timer, and hands
-//! each outbox row to its own task (`perform`: the product request and its
+//! each outbox row to its own task ([`perform`](crate::dispatch::perform): the product request and its
 //! report under the claim's fence), so a worker whose lease was taken over
 //! cannot apply.
 //!
 //! It sleeps until the store's next due instant, until this process's engine
 //! wakes it after a commit, or until another process sharing the database
-//! commits new work (`Store::wakeups`, PostgreSQL `NOTIFY`; and, with Redis
-//! dispatch hints, another process's hint: `crate::dispatch::hints`), and polls at most
-//! every [`MAX_SLEEP`] as a fallback (every `hints::SWEEP` while the hints
+//! commits new work ([`Store::wakeups`], PostgreSQL `NOTIFY`; and, with Redis
+//! dispatch hints, another process's hint: [`crate::dispatch::hints`]), and polls at most
+//! every [`MAX_SLEEP`] as a fallback (every [`hints::SWEEP`](crate::dispatch::hints::SWEEP) while the hints
 //! reach Redis): no busy loop. The lease
 //! ([`WorkerOptions::lease_ms`], longer than a token request and a product
 //! request take at most) keeps other claims (of this or another process)
 //! away from a claimed row meanwhile.
 //!
 //! Work its own committer or this process's admissions leased as they
-//! committed (eager dispatch, `crate::dispatch::handoff`) arrives on a queue and is
+//! committed (eager dispatch, [`crate::dispatch::handoff`]) arrives on a queue and is
 //! started at once, as a claim's is, without a claim round.
 //!
-//! Work in hand is bounded ([`WorkerOptions::in_hand`], `crate::dispatch::capacity`): a
+//! Work in hand is bounded ([`WorkerOptions::in_hand`], [`crate::dispatch::capacity`]): a
 //! place is taken before a row is claimed or leased and held until its task
 //! ends; with no place free the worker claims no work (timers still fire)
 //! and waits for one.
 //!
-//! Draining (`crate::process::drain`): the worker claims nothing more and waits for
+//! Draining ([`crate::process::drain`]): the worker claims nothing more and waits for
 //! its tasks, each of which finishes a request it sent or gives its claim
 //! back, so a routine stop leaves no lease to run out and no effect uncertain;
 //! work leased to it after the drain began is given back.
 //! A claim round that claimed something is a span of its own; every round's
 //! duration is a metric.
+//!
+//! [`Store::wakeups`]: coordinator_store::Store::wakeups
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -242,10 +244,10 @@ async fn claim_round(
         });
         span.end();
     }
-    // Timers first. One run's timers fire one after another in the store's order
-    // (due time, then SPEC §3 precedence); different runs' fire concurrently. The
-    // round waits for all of them, so a run's later timers are never claimed
-    // before its earlier ones have fired.
+    // Timers first. One run's timers fire one after another in the store's
+    // order (due time, then the precedence of docs/reference/runs.md#waits);
+    // different runs' fire concurrently. The round waits for all of them, so a
+    // run's later timers are never claimed before its earlier ones have fired.
     let mut by_run: Vec<Vec<TimerItem>> = Vec::new();
     for timer in timers {
         match by_run.iter_mut().find(|group| group[0].run_id == timer.run_id) {

@@ -1,20 +1,22 @@
 //! Group admission: plain admissions (no trigger event, no run id
-//! supplied, `Engine::admit_with`) are decided by their own request and
+//! supplied, [`Engine::admit_with`](crate::Engine::admit_with)) are decided by their own request and
 //! queued here, and one task admits whatever queued while its statements
 //! ran, in one statement on PostgreSQL and one transaction on SQLite
-//! (`Store::admit_guarded_batch`), with up to the store's
-//! `statements_in_flight` of them at once: each run
+//! ([`Store::admit_guarded_batch`]), with up to the store's
+//! [`statements_in_flight`] of them at once: each run
 //! only while its own gate is open and its key unused, as alone. Under light
 //! load a batch is one admission and costs what it cost alone; under a burst
 //! the round trips, commits and fsyncs are shared.
 //!
 //! An admission the statement did not write (its gate closed, its key taken —
 //! by an earlier run or by another of the same statement — or its first
-//! decision not writable this way) hears `Guarded::Closed` with its decision
+//! decision not writable this way) hears [`Guarded::Closed`] with its decision
 //! and goes on alone, as before. So does every admission of a statement that
 //! failed as a whole, so one bad admission cannot hold the others back.
 //!
 //! It decides nothing: decisions are made by each request before it queues.
+//!
+//! [`statements_in_flight`]: coordinator_store::Store::statements_in_flight
 
 use coordinator_store::{ClaimedRun, Guarded, GuardedAdmission, Store, StoreError, WorkItem};
 use futures_util::StreamExt;
@@ -24,7 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 /// Admissions one statement carries at most.
 const LIMIT: usize = 128;
 
-/// What became of one admission: as `Store::admit_guarded_leasing` says.
+/// What became of one admission: as [`Store::admit_guarded_leasing`] says.
+///
+/// [`Store::admit_guarded_leasing`]: coordinator_store::Store::admit_guarded_leasing
 pub(crate) type Admitted = (Guarded, Vec<(WorkItem, ClaimedRun)>);
 
 struct Queued {
@@ -48,7 +52,7 @@ impl Admissions {
     /// Admits `admission` in the next statement.
     ///
     /// # Errors
-    /// `StoreError::Database` when the task stopped before answering (the
+    /// [`StoreError::Database`] when the task stopped before answering (the
     /// service is stopping): whether the run was created is not known.
     pub(crate) async fn admit(&self, admission: GuardedAdmission) -> Result<Admitted, StoreError> {
         let (done, answer) = oneshot::channel();

@@ -1,5 +1,5 @@
 //! Admission: a request becomes a run with its first transition in one
-//! transaction, through the group admission queue (`crate::engine::admission_queue`)
+//! transaction, through the group admission queue ([`crate::engine::admission_queue`])
 //! when it is a plain one, else alone under its gate (restore hold, active
 //! revision, idempotency key, supplied run id).
 
@@ -46,7 +46,7 @@ pub struct AdmitRequest {
 }
 
 impl Engine {
-    /// What an admission at `now` may lease to the worker (`crate::dispatch::handoff::Offer`).
+    /// What an admission at `now` may lease to the worker ([`crate::dispatch::handoff::Offer`]).
     fn admission_offer(&self, now: i64) -> Option<crate::dispatch::handoff::Offer> {
         let handoff = self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // A first decision mostly queues one row; what finds no place waits for a claim.
@@ -59,10 +59,12 @@ impl Engine {
         )
     }
 
-    /// `Store::admit_guarded`, leasing what the first decision queues for at
+    /// [`Store::admit_guarded`], leasing what the first decision queues for at
     /// once to this process's worker when it may (`admission_offer`) and
     /// handing it over; returns the leased rows' steps. The admission goes
-    /// in the next batch of admissions (`crate::engine::admission_queue`).
+    /// in the next batch of admissions ([`crate::engine::admission_queue`]).
+    ///
+    /// [`Store::admit_guarded`]: coordinator_store::Store::admit_guarded
     async fn admit_offering(
         &self,
         new: &NewRun,
@@ -116,7 +118,7 @@ impl Engine {
     }
 
     /// [`Engine::admit`], recording the trigger event the admission comes from
-    /// (if any) in the same transaction (`events`).
+    /// (if any) in the same transaction ([`trigger`](crate::engine::trigger)).
     pub(crate) async fn admit_with(
         &self,
         request: AdmitRequest,

@@ -1,10 +1,11 @@
-//! The engine's after-commit hooks (SPEC §5, seed 000): once a decision's
+//! The engine's after-commit hooks
+//! (docs/internals/engine.md#one-event-one-transaction): once a decision's
 //! transaction committed — or the machine ignored or refused the event and
 //! nothing was written — its metrics are recorded, its log lines told
-//! (`telemetry::transitions`), its span ended and, when the run ended, the
+//! ([`telemetry::transitions`](crate::telemetry::transitions)), its span ended and, when the run ended, the
 //! run's root span exported; the worker is woken when the commit queued work,
-//! and the work is announced to other processes (`crate::dispatch::hints`).
-//! A decision that rolled back or never got decided records, tells and wakes
+//! and the work is announced to other processes ([`crate::dispatch::hints`]). A
+//! decision that rolled back or never got decided records, tells and wakes
 //! nothing: its span ends marked as an error.
 //!
 //! It decides nothing and writes nothing to the store.

@@ -1,21 +1,23 @@
-//! The engine: every input to a run becomes an event that goes through the
-//! store's one transaction — lock the run, open its sealed snapshot, `decide`,
-//! apply the actions to the snapshot, seal it again, persist, commit (SPEC §5).
+//! The engine: every input to a run becomes an event that goes through the store's one transaction
+//! — lock the run, open its sealed snapshot, [`decide`](coordinator_core::machine::decide), apply
+//! the actions to the snapshot, seal it again, persist, commit
+//! (docs/internals/engine.md#one-event-one-transaction).
 //!
-//! The snapshot is the JSON of `machine::run::Run`, sealed under
-//! `Purpose::Snapshot` (a base) and `Purpose::SnapshotDelta` (a head, what
-//! changed since the base; `sealed_run`), both bound to its run id: it carries
-//! the input, every prepared command, product output and completion value, so
-//! nothing protected reaches the database in clear. Compiled workflows are cached per revision
-//! (immutable; bounded, `definitions`). After every commit that may have queued work the worker is woken
-//! (`Engine::wake`); the worker itself lives in `worker`.
+//! The snapshot is the JSON of [`machine::run::Run`](coordinator_core::machine::run::Run), sealed
+//! under [`Purpose::Snapshot`](coordinator_seal::Purpose::Snapshot) (a base) and
+//! [`Purpose::SnapshotDelta`](coordinator_seal::Purpose::SnapshotDelta) (a head, what changed since
+//! the base; [`sealed`]), both bound to its run id: it carries the input, every prepared command,
+//! product output and completion value, so nothing protected reaches the database in clear.
+//! Compiled workflows are cached per revision (immutable; bounded, [`workflow_cache`]). After every
+//! commit that may have queued work the worker is woken ([`Engine::wake`]); the worker itself lives
+//! in [`worker`](crate::dispatch::worker).
 //!
-//! After-commit hooks (SPEC §5): every decision goes through
-//! [`Engine::handle`] (API events) or `Engine::apply_claimed` (the worker's
-//! fenced reports), which record the engine's [`Metrics`] once the store
-//! committed, or once an ignored or refused event wrote nothing. Activating a
-//! package ([`Engine::activate`]) and the operator's inspection
-//! ([`Engine::inspect`]) live here too.
+//! After-commit hooks (docs/internals/engine.md#one-event-one-transaction):
+//! every decision goes through [`Engine::handle`] (API events) or
+//! [`Engine::apply_claimed`] (the worker's fenced reports), which record the
+//! engine's [`Metrics`] once the store committed, or once an ignored or refused
+//! event wrote nothing. Activating a package ([`Engine::activate`]) and the
+//! operator's inspection ([`Engine::inspect`]) live here too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,20 +88,20 @@ pub struct Engine {
     pub(crate) products: ProductClient,
     /// Connection name → how to reach the product (in-process connections).
     pub(crate) connections: HashMap<String, Connection>,
-    /// Remote connection name → the subjects allowed to serve it (`crate::dispatch::remote`).
+    /// Remote connection name → the subjects allowed to serve it ([`crate::dispatch::remote`]).
     pub(crate) remote: crate::dispatch::remote::RemoteConnections,
     settings: Settings,
-    /// Compiled workflows by revision, bounded (`crate::engine::workflow_cache`).
+    /// Compiled workflows by revision, bounded ([`crate::engine::workflow_cache`]).
     pub(crate) workflows: crate::engine::workflow_cache::Definitions,
-    /// The runs this engine sealed last, opened (`crate::engine::snapshot::cache`).
+    /// The runs this engine sealed last, opened ([`crate::engine::snapshot::cache`]).
     opened: crate::engine::snapshot::cache::Opened,
     /// Woken after every commit that may have queued work.
     pub(crate) wake: Notify,
-    /// Redis dispatch hints: announced after such commits, read to wake the worker (`crate::dispatch::hints`).
+    /// Redis dispatch hints: announced after such commits, read to wake the worker ([`crate::dispatch::hints`]).
     pub(crate) hints: crate::dispatch::hints::Hints,
     /// This process's lease owner id.
     pub(crate) owner: String,
-    /// Where plain admissions queue to be admitted together (`crate::engine::admission_queue`),
+    /// Where plain admissions queue to be admitted together ([`crate::engine::admission_queue`]),
     /// started by the first one.
     admissions: std::sync::OnceLock<crate::engine::admission_queue::Admissions>,
     /// This engine's metrics (its own recorder).
@@ -108,9 +110,10 @@ pub struct Engine {
     pub(crate) recovery_only: bool,
     /// runtime.yaml `retention.endedRunsDays`: how long ended runs are kept (`None`: forever).
     pub(crate) retention_days: Option<u32>,
-    /// Connection name → its `eventSigningSecret` (set by `with_event_secrets`, in `events`).
+    /// Connection name → its `eventSigningSecret` (set by
+    /// [`with_event_secrets`](Engine::with_event_secrets), in [`trigger`]).
     pub(crate) event_secrets: HashMap<String, coordinator_products::Secret>,
-    /// The event schemas triggers are validated against (the built-in catalog's; see `events`).
+    /// The event schemas triggers are validated against (the built-in catalog's; see [`trigger`]).
     pub(crate) event_schemas: std::collections::BTreeMap<String, Value>,
     /// How far [`Engine::now`] is ahead of the system clock, ms (0 unless a test advanced it).
     clock_offset_ms: AtomicI64,
@@ -121,12 +124,12 @@ pub struct Engine {
     /// Bumped after every committed decision (the console's live updates).
     changes: tokio::sync::watch::Sender<u64>,
     /// Bumped after a commit that queued work in a remote connection's lane
-    /// (it wakes `PollTasks` waiting in this process, `crate::dispatch::remote`).
+    /// (it wakes `PollTasks` waiting in this process, [`crate::dispatch::remote`]).
     lane_work: tokio::sync::watch::Sender<u64>,
-    /// The restore fence's watch (`crate::engine::recovery::fence`).
+    /// The restore fence's watch ([`crate::engine::recovery::fence`]).
     pub(crate) fence: crate::engine::recovery::fence::Watch,
     /// Where admissions hand the work they lease to this process's worker,
-    /// while it runs (eager dispatch, `crate::dispatch::handoff`).
+    /// while it runs (eager dispatch, [`crate::dispatch::handoff`]).
     handoff: std::sync::Mutex<Option<crate::dispatch::handoff::Handoff>>,
 }
 
@@ -179,9 +182,10 @@ impl Engine {
         *self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = handoff;
     }
 
-    /// The clock every decision and claim of this engine reads (SPEC §5: the
-    /// clock is injected), in ms since the Unix epoch: the system clock plus
-    /// whatever [`Engine::advance_clock`] added (nothing in a deployment).
+    /// The clock every decision and claim of this engine reads
+    /// (docs/internals/engine.md#one-event-one-transaction: the clock is
+    /// injected), in ms since the Unix epoch: the system clock plus whatever
+    /// [`Engine::advance_clock`] added (nothing in a deployment).
     pub fn now(&self) -> i64 {
         now_ms().saturating_add(self.clock_offset_ms.load(Ordering::SeqCst))
     }
@@ -195,8 +199,9 @@ impl Engine {
     }
 
     /// The same engine in recovery-only mode (`coordinator serve
-    /// --recovery-only`, SPEC §3): it admits nothing, and its worker only looks
-    /// up receipts (reads that settle unknown effects under review).
+    /// --recovery-only`, docs/reference/recovery.md#recovery-only-mode): it
+    /// admits nothing, and its worker only looks up receipts (reads that settle
+    /// unknown effects under review).
     #[must_use]
     pub fn with_recovery_only(mut self, recovery_only: bool) -> Self {
         self.recovery_only = recovery_only;
@@ -205,7 +210,7 @@ impl Engine {
 
     /// The same engine with remote connections (runtime.yaml `dispatch:
     /// remote`): name → the subjects allowed to serve it. Their queued work
-    /// goes to their lanes, for `coordinator worker` processes (`crate::dispatch::remote`).
+    /// goes to their lanes, for `coordinator worker` processes ([`crate::dispatch::remote`]).
     #[must_use]
     pub fn with_remote(mut self, remote: crate::dispatch::remote::RemoteConnections) -> Self {
         self.remote = remote;
@@ -213,7 +218,7 @@ impl Engine {
     }
 
     /// The same engine removing runs that ended more than `days` days ago
-    /// (runtime.yaml `retention`; the janitor does it, `crate::process::janitor`).
+    /// (runtime.yaml `retention`; the janitor does it, [`crate::process::janitor`]).
     #[must_use]
     pub fn with_retention(mut self, days: Option<u32>) -> Self {
         self.retention_days = days;
@@ -388,7 +393,7 @@ impl Engine {
 
     /// One event through the store's transaction (fenced by `claim` when given,
     /// journaled as `actor`'s when given), with the after-commit hooks run once
-    /// it committed or was not applied (`after`).
+    /// it committed or was not applied ([`commit_hooks`]).
     #[allow(clippy::too_many_arguments, reason = "the parts of one decision, each used once")]
     async fn apply_recorded(
         &self,
@@ -488,7 +493,7 @@ impl Engine {
     }
 
     /// Opens a sealed run snapshot.
-    /// Shared with the engine's cache of what it sealed last (`crate::engine::snapshot::cache`).
+    /// Shared with the engine's cache of what it sealed last ([`crate::engine::snapshot::cache`]).
     pub(crate) fn open(&self, run_id: &str, sealed: &[u8]) -> Result<Arc<Run>, EngineError> {
         if let Some(run) = self.opened.get(run_id, sealed) {
             return Ok(run);
@@ -528,8 +533,9 @@ impl Engine {
 }
 
 impl Engine {
-    /// The operator's inspection of a run (SPEC §3): every step, effect and
-    /// wait, and the recovery actions the rules accept now. Nothing protected.
+    /// The operator's inspection of a run
+    /// (docs/reference/recovery.md#inspection): every step, effect and wait,
+    /// and the recovery actions the rules accept now. Nothing protected.
     ///
     /// # Errors
     /// [`EngineError::RunNotFound`], or a store/seal failure.
@@ -540,7 +546,7 @@ impl Engine {
         Ok(inspection::inspect(&wf, &run, Instant(self.now()), &self.settings))
     }
 
-    /// The same engine announcing and reading dispatch hints (`Hints::start`).
+    /// The same engine announcing and reading dispatch hints ([`Hints::start`](crate::dispatch::hints::Hints::start)).
     #[must_use]
     pub(crate) fn with_hints(mut self, hints: crate::dispatch::hints::Hints) -> Self {
         self.hints = hints;

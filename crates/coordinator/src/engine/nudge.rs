@@ -1,6 +1,8 @@
-//! Completion notifications (SPEC §4 wait-for, §7 `POST /v1/completions/{connection}`):
-//! a product's nudge that a reference it was asked about may have changed.
-//! The nudge only asks the engine to observe now; it never carries a result.
+//! Completion notifications (`POST /v1/completions/{connection}`,
+//! docs/reference/products.md#from-the-product-to-the-coordinator,
+//! docs/reference/runs.md#waits): a product's nudge that a reference it was
+//! asked about may have changed. The nudge only asks the engine to observe now;
+//! it never carries a result.
 
 use coordinator_core::machine::event::Event;
 use coordinator_core::model::run::RunState;
@@ -11,12 +13,14 @@ use crate::engine::error::EngineError;
 
 /// Sends `CompletionNotified` to each running run whose open wait-for observes
 /// `reference` through a call on `connection`. The runs are found through the
-/// store's wait index (`Store::waiting_on`), without opening any snapshot; a
+/// store's wait index ([`Store::waiting_on`]), without opening any snapshot; a
 /// reference another connection handed out is not this connection's to nudge.
 ///
 /// # Errors
 /// The store's or the engine's error while looking up or applying the event
 /// (the first one; every matching wait is still tried).
+///
+/// [`Store::waiting_on`]: coordinator_store::Store::waiting_on
 pub async fn nudge(engine: &Engine, connection: &str, reference: &str) -> Result<(), EngineError> {
     if engine.recovery_only {
         return Ok(());

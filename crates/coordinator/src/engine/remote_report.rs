@@ -1,7 +1,9 @@
 //! Applying a remote worker's report: one fenced decision, as the in-process
 //! worker's reports are, with the report itself journaled (kind `report`)
 //! in the same transaction, so that the same report again can be recognised
-//! (`Store::report_journaled`) and answered the same way.
+//! ([`Store::report_journaled`]) and answered the same way.
+//!
+//! [`Store::report_journaled`]: coordinator_store::Store::report_journaled
 
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::machine::event::Event;

@@ -1,7 +1,9 @@
-//! Run ids (SPEC §5): UUIDv7, generated at admission or supplied by the
-//! client. A supplied id must be a UUIDv7 whose timestamp lies within the
-//! last 24 hours and not more than 1 hour ahead of the coordinator's clock,
-//! so ids stay roughly ordered by admission and cannot be minted far ahead.
+//! Run ids (docs/internals/engine.md#storage-and-partitions,
+//! docs/reference/runs.md#admission): UUIDv7, generated at admission or
+//! supplied by the client. A supplied id must be a UUIDv7 whose timestamp lies
+//! within the last 24 hours and not more than 1 hour ahead of the coordinator's
+//! clock, so ids stay roughly ordered by admission and cannot be minted far
+//! ahead.
 
 use uuid::Uuid;
 

@@ -1,21 +1,24 @@
-//! Admitting runs from signed product events (SPEC §3 Admission,
+//! Admitting runs from signed product events (docs/reference/runs.md#admission,
 //! `POST /v1/events/{workflow}/{trigger}`), in this order:
 //!
 //! 1. the trigger of the workflow's ACTIVE revision (`trigger.unknown`);
 //! 2. the signature over the raw body with the trigger's connection's
-//!    `eventSigningSecret` (`signature`; `event.signature-invalid`);
+//!    `eventSigningSecret` ([`signature`]; `event.signature-invalid`);
 //! 3. the body is a JSON object with an `eventId` (`request.invalid`);
 //! 4. an event id seen before for this workflow and trigger answers with the
 //!    run it admitted (nothing is computed or written);
 //! 5. the event's schema, the trigger's mappings and the input
-//!    (`machine::trigger`; `event.invalid`, `event.mapping-failed`, `input.invalid`);
+//!    ([`machine::trigger`]; `event.invalid`, `event.mapping-failed`, `input.invalid`);
 //! 6. the admission, with the event recorded in its transaction
-//!    (`Store::admit_event`), owned by subject `trigger:<connection>`.
+//!    ([`Store::admit_event`]), owned by subject `trigger:<connection>`.
 //!
 //! Event schemas are not pinned in packages: events of the built-in products
 //! are validated against this coordinator's built-in catalog (names are
 //! versioned, and a project cannot redefine a built-in product); events of a
 //! project's own catalog are not schema-validated (only `eventId` is required).
+//!
+//! [`machine::trigger`]: coordinator_core::machine::trigger
+//! [`Store::admit_event`]: coordinator_store::Store::admit_event
 
 use std::collections::HashMap;
 

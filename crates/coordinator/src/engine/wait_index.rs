@@ -1,12 +1,12 @@
-//! The wait index (SPEC §4: nothing a product answered is stored in clear):
-//! a completion reference is a product's answer, yet the store must find the
-//! runs waiting on one when the product's notification names it. The store
-//! therefore keeps, for each open wait, not the reference but a keyed hash of
-//! it — HMAC-SHA256 under a key derived from the payload key (purpose
-//! `wait-reference.v1`), hex, prefixed `h1:` — and a notification is looked up
-//! under the hash of every key the deployment holds (so a rotation keeps
-//! finding waits opened before it) and as given (waits an older version
-//! stored in clear).
+//! The wait index (docs/reference/protection.md#payloads-sealed-at-rest:
+//! nothing a product answered is stored in clear): a completion reference is a
+//! product's answer, yet the store must find the runs waiting on one when the
+//! product's notification names it. The store therefore keeps, for each open
+//! wait, not the reference but a keyed hash of it — HMAC-SHA256 under a key
+//! derived from the payload key (purpose `wait-reference.v1`), hex, prefixed
+//! `h1:` — and a notification is looked up under the hash of every key the
+//! deployment holds (so a rotation keeps finding waits opened before it) and as
+//! given (waits an older version stored in clear).
 
 use coordinator_core::machine::action::Action;
 use coordinator_seal::Keyring;

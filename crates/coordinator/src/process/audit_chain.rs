@@ -1,6 +1,7 @@
-//! The sealer: chains the audit entries committed transactions wrote pending
-//! (`Store::seal_audit`), in the background, so that no commit waits for the
-//! journal's hash chain (coordinator-store's `audit` module has the design).
+//! The audit chain task: chains the audit entries committed transactions wrote
+//! pending ([`Store::seal_audit`]), in the background, so that no commit waits
+//! for the journal's hash chain (coordinator-store's `audit` module has the
+//! design).
 //!
 //! It seals up to [`BATCH`] entries at a time; after a full batch it goes on
 //! at once, otherwise it sleeps [`INTERVAL`], so an entry is chained within
@@ -11,6 +12,8 @@
 //! a reader never depends on this task having run.
 //!
 //! In recovery-only mode it does nothing: that mode writes nothing on its own.
+//!
+//! [`Store::seal_audit`]: coordinator_store::Store::seal_audit
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +22,7 @@ use crate::engine::Engine;
 
 /// Entries sealed per transaction.
 pub const BATCH: u32 = 1000;
-/// How long the sealer sleeps after a round that left nothing pending.
+/// How long the task sleeps after a round that left nothing pending.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
 /// Seals every entry pending now, a batch at a time (a read of the journal

@@ -1,10 +1,10 @@
-//! One deployment, as `runtime.yaml` describes it (SPEC §7): the file decoded
-//! with the same diagnostics as `coordinatorctl check --runtime`, its secret
-//! references resolved, the pinned package read and checked against its
-//! digest, and everything turned into what the engine needs (store URL,
-//! keyring, product connections, settings; for remote workers, the
-//! connections they serve and the gRPC listener; the Redis URL of the
-//! dispatch hints).
+//! One deployment, as `runtime.yaml` describes it (docs/reference/runtime.md):
+//! the file decoded with the same diagnostics as `coordinatorctl check
+//! --runtime`, its secret references resolved, the pinned package read and
+//! checked against its digest, and everything turned into what the engine needs
+//! (store URL, keyring, product connections, settings; for remote workers, the
+//! connections they serve and the gRPC listener; the Redis URL of the dispatch
+//! hints).
 //!
 //! This module is the service's only reader of the environment and of secret
 //! files. A resolved secret lives in memory only; no error message shows one:
@@ -28,7 +28,7 @@ use coordinator_store::Package;
 use crate::auth::access::{Access, StaticCredential};
 use crate::auth::oidc::{Issuer, JwksError};
 
-/// The observation floor when `runtime.yaml` sets none (SPEC §3).
+/// The observation floor when `runtime.yaml` sets none (docs/reference/runs.md#waits).
 pub const DEFAULT_OBSERVE_FLOOR_SECONDS: u64 = 30;
 
 /// Why a deployment cannot be loaded.

@@ -1,12 +1,14 @@
-//! `coordinator dev`: one process, no set-up (SPEC §7). Checks and packages the
-//! project, opens an embedded SQLite store (migrated), activates the package,
-//! generates a payload key and the operator token (subject `dev-operator`,
-//! every role for every workflow) — kept in the data directory, so a restart
-//! with the same `--data` resumes every run (`dev_secrets`) — and serves the API and the product simulators
+//! `coordinator dev`: one process, no set-up
+//! (docs/reference/service.md#coordinator-dev---project-dir---listen-1270017400---data-dir---token-token).
+//! Checks and packages the project, opens an embedded SQLite store (migrated),
+//! activates the package, generates a payload key and the operator token
+//! (subject `dev-operator`, every role for every workflow) — kept in the data
+//! directory, so a restart with the same `--data` resumes every run
+//! ([`dev_secrets`]) — and serves the API and the product simulators
 //! (`/sim/{product}`) on one listener, with every connection pointed at them.
 //! The observation floor is 1 s; casework decides each review by itself after
-//! [`AUTO_DECIDE`] and notifies `POST /v1/completions/{connection}`.
-//! Every connection a trigger uses verifies signed events with one generated
+//! [`AUTO_DECIDE`] and notifies `POST /v1/completions/{connection}`. Every
+//! connection a trigger uses verifies signed events with one generated
 //! `eventSigningSecret` ([`Dev::event_secret`], printed at start), so a
 //! developer signs events with `openssl dgst -sha256 -hmac` (docs/api.md).
 
@@ -69,7 +71,7 @@ pub enum DevError {
 }
 
 /// A running dev stack. Dropping it stops the server and the background
-/// tasks (worker, sealer, janitor) and removes a temporary data directory.
+/// tasks (worker, audit chain, janitor) and removes a temporary data directory.
 pub struct Dev {
     /// The address served.
     pub addr: SocketAddr,

@@ -1,14 +1,18 @@
-//! Draining: the state a stopping service is in (SPEC §7: a routine stop never
-//! makes an effect uncertain). Once [`Drain::begin`] is called the engine
-//! admits nothing (`503 service.draining`), `GET /readyz` answers 503, the
-//! worker claims nothing more and each of its tasks either finishes the
-//! product request it already sent (the answer is committed) or, when it has
-//! not sent one yet, gives its claim back (`Store::release`) so another
-//! process takes the row at once instead of after the lease.
+//! Draining: the state a stopping service is in
+//! (docs/reference/service.md#stopping: a routine stop never makes an effect
+//! uncertain). Once [`Drain::begin`] is called the engine admits nothing (`503
+//! service.draining`), `GET /readyz` answers 503, the worker claims nothing
+//! more and each of its tasks either finishes the product request it already
+//! sent (the answer is committed) or, when it has not sent one yet, gives its
+//! claim back ([`Store::release`]) so another process takes the row at once
+//! instead of after the lease.
 //!
-//! This module only keeps the flag and the count of product requests in
-//! flight; `running::Running::drain` orders the stop (worker, HTTP server,
-//! audit sealer) and bounds it by the grace period.
+//! This module only keeps the flag and the count of product requests in flight;
+//! [`Running::drain`] orders the stop (worker, HTTP server, audit chain task)
+//! and bounds it by the grace period.
+//!
+//! [`Store::release`]: coordinator_store::Store::release
+//! [`Running::drain`]: crate::process::tasks::Running::drain
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

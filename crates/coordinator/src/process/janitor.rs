@@ -1,15 +1,19 @@
 //! The janitor: vacuums the queue tables every [`INTERVAL`]
-//! (`Store::tidy_queues`, PostgreSQL only), so the index entries of outbox
+//! ([`Store::tidy_queues`], PostgreSQL only), so the index entries of outbox
 //! and timer rows done since the last time do not pile up in front of every
 //! claim until autovacuum comes by (a minute apart by default); and every
 //! [`HOUSEKEEPING`] (and once at start) makes the day partitions ahead
-//! (`Store::prepare_partitions`) and, when runtime.yaml sets `retention`,
-//! removes the runs that ended longer ago (`Store::retain`). A failure is
+//! ([`Store::prepare_partitions`]) and, when runtime.yaml sets `retention`,
+//! removes the runs that ended longer ago ([`Store::retain`]). A failure is
 //! logged and the next round tries again: nothing depends on a round but
 //! speed, and a day not made ahead only sends its rows to the DEFAULT
 //! partition.
 //!
 //! In recovery-only mode it does nothing: that mode keeps to its receipts.
+//!
+//! [`Store::tidy_queues`]: coordinator_store::Store::tidy_queues
+//! [`Store::prepare_partitions`]: coordinator_store::Store::prepare_partitions
+//! [`Store::retain`]: coordinator_store::Store::retain
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! A project directory on disk as the checker's `ProjectSource`: the one
+//! A project directory on disk as the checker's [`ProjectSource`]: the one
 //! reader of project files in the service (`coordinator dev`) and its tests.
 //! It reads; the checker decides.
 

@@ -1,6 +1,6 @@
 //! `coordinator serve --runtime runtime.yaml` and `coordinator migrate`
-//! (SPEC §7): the production service on the database `runtime.yaml` names
-//! (PostgreSQL, or SQLite for a single process).
+//! (docs/reference/service.md#coordinator): the production service on the
+//! database `runtime.yaml` names (PostgreSQL, or SQLite for a single process).
 //!
 //! `serve` never migrates: a database whose schema is not this version's is
 //! refused with the command that fixes it. At every start it stores the pinned
@@ -89,7 +89,7 @@ fn quoted(ids: &[String]) -> String {
 }
 
 /// A running service. Dropping it stops the server and the background
-/// tasks (worker, sealer, janitor).
+/// tasks (worker, audit chain, janitor).
 pub struct Service {
     /// The address served.
     pub addr: SocketAddr,
@@ -140,7 +140,7 @@ pub async fn migrate(config: &RuntimeConfig) -> Result<(), ServeError> {
 
 /// Starts the service of a resolved deployment: connects to the migrated
 /// database, stores and activates the pinned package, and serves the API,
-/// the worker, the audit journal's sealer and the janitor.
+/// the worker, the audit chain task and the janitor.
 ///
 /// # Errors
 /// [`ServeError`] naming what cannot start.
@@ -153,11 +153,12 @@ pub async fn start(deployment: Deployment) -> Result<Service, ServeError> {
 pub enum Mode {
     /// Admits, dispatches, fires timers.
     Normal,
-    /// `--recovery-only` (SPEC §3): admits nothing, dispatches nothing, fires no
-    /// timer, and writes nothing at start (not even the package activation) nor
-    /// on its own (no audit sealer; `GET /v1/audit` still seals before reading);
-    /// inspection, the restore hold and operator commands are served, and
-    /// receipt lookups (reads) are performed so that `reconcile` works under review.
+    /// `--recovery-only` (docs/reference/recovery.md#recovery-only-mode):
+    /// admits nothing, dispatches nothing, fires no timer, and writes nothing
+    /// at start (not even the package activation) nor on its own (no audit
+    /// chain task; `GET /v1/audit` still seals before reading); inspection, the
+    /// restore hold and operator commands are served, and receipt lookups
+    /// (reads) are performed so that `reconcile` works under review.
     RecoveryOnly,
 }
 

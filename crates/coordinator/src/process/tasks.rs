@@ -1,21 +1,22 @@
 //! The tasks of a running service (`serve`, `dev`): the HTTP server (and the
 //! gRPC server of remote workers, when there are remote connections) and the
-//! engine's background tasks — the worker, the audit journal's sealer and the
-//! janitor (the last two return at once in recovery-only mode, which writes
-//! nothing on its own) — and the order in which they stop.
+//! engine's background tasks — the worker, the audit chain task
+//! ([`audit_chain`]) and the janitor (the last two
+//! return at once in recovery-only mode, which writes nothing on its own) — and
+//! the order in which they stop.
 //!
 //! [`Running::drain`] is a routine stop (SIGTERM, SIGINT): draining begins
-//! (`crate::process::drain`), the worker finishes the product requests it sent and
+//! ([`crate::process::drain`]), the worker finishes the product requests it sent and
 //! gives back the claims it had not acted on, then the HTTP server (then the
 //! gRPC server: remote workers' reports are taken until here) stops
-//! accepting and finishes the requests in progress (`crate::api::open_requests`:
+//! accepting and finishes the requests in progress ([`crate::api::open_requests`]:
 //! a connection with no request in progress — idle between requests, a
 //! browser's preconnect, a request head not yet complete — is closed, not
 //! waited on), then the journal is sealed to its end, as far as the grace
 //! allows (best effort: an entry left pending is sealed later). All of it is
 //! bounded by the grace period; what is still in flight when it runs out is
 //! left as a crash would leave it (a lease that runs out makes a sent
-//! mutation uncertain). Dropping a `Running` aborts every task at once.
+//! mutation uncertain). Dropping a [`Running`] aborts every task at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +101,8 @@ impl Running {
         let engine = Arc::clone(&self.engine);
         engine.drain.begin();
         engine.metrics().draining(true);
-        // Counted after `begin`: a request counted later is not sent (see `worker::sending`).
+        // Counted after `begin`: a request counted later is not sent (see `Request::begin` in
+        // `crate::dispatch::perform`).
         tracing::info!(
             in_flight = engine.drain.in_flight(),
             grace_seconds = grace.as_secs(),
@@ -167,7 +169,7 @@ impl Running {
 
 /// Seals every pending audit entry (the worker's last commits wrote some),
 /// giving up at `deadline`. A drain is not failed by it: an entry left
-/// pending is whole and committed, and the next process's sealer (or a read
+/// pending is whole and committed, and the next process's audit chain task (or a read
 /// of the journal) chains it; no effect becomes uncertain for it. So a
 /// database that is slow or whose write lock another holds (SQLite's busy
 /// timeout is longer than a usual grace) costs the drain the rest of its

@@ -1,4 +1,6 @@
-//! Prometheus metrics of one engine (SPEC §5 after-commit hooks, §7 `GET /metrics`).
+//! Prometheus metrics of one engine
+//! (docs/internals/engine.md#one-event-one-transaction; `GET /metrics`:
+//! docs/reference/service.md#health-readiness-metrics).
 //!
 //! Every engine owns its own recorder (`PrometheusBuilder::build_recorder`) and
 //! records through `metrics::with_local_recorder`, so several engines in one
@@ -345,7 +347,7 @@ pub fn event_kind(event: &Event) -> &'static str {
     }
 }
 
-/// The label of a call answer's classification (SPEC §3).
+/// The label of a call answer's classification (docs/reference/runs.md#calls-and-prepared-commands).
 pub fn classification(answer: &CallAnswer) -> &'static str {
     match answer {
         CallAnswer::Accepted { .. } => "accepted",

@@ -1,9 +1,9 @@
-//! The log lines of a run's transitions, told only after the transaction
-//! that wrote them committed (seed 000: metrics, logs and spans after
-//! commit). A [`Transcript`] is gathered from the decided actions inside the
-//! decide closure and told by the engine's after-commit hook; a decision that
-//! rolled back is never told, so the log never says what the database does
-//! not hold.
+//! The log lines of a run's transitions, told only after the transaction that
+//! wrote them committed (docs/internals/engine.md#one-event-one-transaction:
+//! metrics, logs and spans after commit). A [`Transcript`] is gathered from the
+//! decided actions inside the decide closure and told by the engine's
+//! after-commit hook; a decision that rolled back is never told, so the log
+//! never says what the database does not hold.
 //!
 //! Every line carries the run (`run_id`, `workflow`, `revision`), the event
 //! (`event`: its kind, `outcome`: `applied`, `ignored` or `refused`) and,

@@ -6,9 +6,9 @@
 //! Streams — `coordinator:due:in-process` for in-process work and timers,
 //! `coordinator:due:<connection>` for a remote connection's lane — by a task
 //! of their own, so a commit never waits for Redis and never fails because of
-//! it (`announcer`). Every serve process reads the in-process stream with one
+//! it ([`announcer`]). Every serve process reads the in-process stream with one
 //! consumer group, so a hint wakes one other process's worker, and reads a
-//! lane's stream while one of its polls waits for that lane (`reader`); the
+//! lane's stream while one of its polls waits for that lane ([`reader`]); the
 //! entries are acknowledged after the claim round (or offer) that follows.
 //!
 //! The database stays the only source of truth: a hint says only "look at
@@ -17,13 +17,13 @@
 //! the moment one does not — so losing Redis (a restart without persistence,
 //! `FLUSHALL`, a missing group, a full queue) costs latency, never a run.
 //!
-//! - `stream`: the streams' keys and what an entry says.
-//! - `due`: what a commit made claimable, and on which lanes.
-//! - `announcer`: the bounded queue and the sending task.
-//! - `reader`: one stream's consumer-group reader.
-//! - `signal`: wake-ups and rounds between a reader and what it wakes.
-//! - `health`: whether Redis answers, and the counts the metrics show.
-//! - `backoff`: the pause between tries.
+//! - [`stream`]: the streams' keys and what an entry says.
+//! - [`due`]: what a commit made claimable, and on which lanes.
+//! - [`announcer`]: the bounded queue and the sending task.
+//! - [`reader`]: one stream's consumer-group reader.
+//! - [`signal`]: wake-ups and rounds between a reader and what it wakes.
+//! - [`health`]: whether Redis answers, and the counts the metrics show.
+//! - [`backoff`]: the pause between tries.
 
 mod announcer;
 mod backoff;

@@ -8,17 +8,19 @@
 //! connection's name, written when the decision queues them: [`lanes`]). The
 //! in-process worker never sends them: a row it claims after a lease ran out
 //! is reported uncertain when it was a mutation or evaluation attempt, and
-//! otherwise goes back to its lane (`crate::dispatch::perform`). Workers take lane rows
-//! in two steps (`service`): an offer for [`OFFER_WINDOW`] (nothing sent; an
+//! otherwise goes back to its lane ([`crate::dispatch::perform`]). Workers take lane rows
+//! in two steps ([`service`]): an offer for [`OFFER_WINDOW`] (nothing sent; an
 //! offer not acquired lapses without counting as a claim), then an acquire
 //! that commits the lease before anything is sent. Reports are applied under
 //! that lease's fence and journaled (kind `report`), so a late report of an
 //! old attempt is acknowledged, ignored and kept as evidence.
 //!
-//! - `task`: the task a worker sees, and its id.
-//! - `auth`: the worker's bearer token and which connections it may serve.
-//! - `service`: the `TaskService` handlers.
-//! - `server`: the gRPC listener with health and reflection.
+//! - [`task`]: the task a worker sees, and its id.
+//! - [`auth`]: the worker's bearer token and which connections it may serve.
+//! - [`service`]: the [`TaskService`] handlers.
+//! - [`server`]: the gRPC listener with health and reflection.
+//!
+//! [`TaskService`]: coordinator_proto::v1::task_service_server::TaskService
 
 pub(crate) mod auth;
 pub(crate) mod server;

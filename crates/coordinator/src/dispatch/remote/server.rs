@@ -1,9 +1,11 @@
 //! The gRPC listener of `serve` (runtime.yaml `grpc.listen`, TLS with
-//! rustls when `grpc.tls` is set): the `TaskService`, gRPC health
+//! rustls when `grpc.tls` is set): the [`TaskService`], gRPC health
 //! (`grpc.health.v1`, for the whole server `""` and for the service by name)
 //! and reflection (`grpc.reflection.v1`). Health follows the database: it is
 //! `SERVING` while the database answers, no fence holds and the process is
 //! neither draining nor recovery-only (it offers no task then), `NOT_SERVING` otherwise, checked every [`HEALTH_EVERY`].
+//!
+//! [`TaskService`]: coordinator_proto::v1::task_service_server::TaskService
 
 use std::net::SocketAddr;
 use std::sync::Arc;

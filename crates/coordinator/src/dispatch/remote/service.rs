@@ -1,5 +1,5 @@
-//! The `TaskService` handlers (the life of a task: `coordinator-proto`'s
-//! worker.proto). Every handler authenticates first (`auth`); store failures
+//! The [`TaskService`] handlers (the life of a task: `coordinator-proto`'s
+//! worker.proto). Every handler authenticates first ([`auth`]); store failures
 //! are `UNAVAILABLE` (the database unreachable, or the fence holding: the
 //! worker tries again) or `INTERNAL`; a bad request is `INVALID_ARGUMENT`
 //! naming the field, never echoing a payload.
@@ -27,7 +27,7 @@ use crate::engine::error::EngineError;
 
 /// The longest a waiting poll goes without looking at the store (other
 /// processes' commits wake nobody here, unless Redis dispatch hints do: then
-/// `hints::SWEEP` while they reach Redis).
+/// [`hints::SWEEP`](crate::dispatch::hints::SWEEP) while they reach Redis).
 const POLL_RECHECK: Duration = Duration::from_millis(250);
 /// The longest owner id and reason taken.
 const MAX_TEXT: usize = 200;
@@ -118,7 +118,9 @@ impl TaskService for TaskApi {
             return Err(Status::invalid_argument(format!("wait_ms must be 0 to {}", MAX_POLL_WAIT.as_millis())));
         }
         if self.engine.recovery_only {
-            // Nothing is dispatched under review (SPEC §3): not even to a worker.
+            // Nothing is dispatched under review
+            // (docs/reference/recovery.md#recovery-only-mode): not even to a
+            // worker.
             return Err(Status::unavailable(
                 "the coordinator runs recovery-only: nothing is dispatched until it is started normally",
             ));

@@ -1,8 +1,8 @@
 //! Reading `worker.yaml` (`coordinator worker --config FILE`): decoded with
-//! the checker's diagnostics (`coordinator_core::check::worker`), then every
+//! the checker's diagnostics ([`coordinator_core::check::worker`]), then every
 //! secret reference resolved (relative `file:` references from the file's
 //! directory) and the connections built as `serve` builds its own
-//! (`crate::process::deployment::product_connection`). `--check` does exactly this and
+//! ([`crate::process::deployment::product_connection`]). `--check` does exactly this and
 //! starts nothing, so a file that passes it is one the worker can run on.
 
 use std::collections::HashMap;

@@ -1,8 +1,8 @@
 //! `coordinator worker`: a process next to a product that makes the product
 //! requests of remote connections (runtime.yaml `dispatch: remote`) for the
-//! coordinator, with credentials that only it holds (worker.yaml, `config`).
+//! coordinator, with credentials that only it holds (worker.yaml, [`config`]).
 //!
-//! It long-polls the coordinator's `TaskService` for tasks of its
+//! It long-polls the coordinator's [`TaskService`] for tasks of its
 //! connections (as many as it has free slots: `concurrency`), and for each:
 //! acquires the lease — committed by the coordinator before anything is sent;
 //! a task whose offer lapsed, or any failure to acquire, is not sent at all —
@@ -11,6 +11,8 @@
 //! answer, retrying the same report while the coordinator is unavailable.
 //! SIGTERM/SIGINT stop the polling; the requests already sent are finished
 //! and reported before it exits (`drain`).
+//!
+//! [`TaskService`]: coordinator_proto::v1::task_service_server::TaskService
 
 pub mod config;
 mod task;

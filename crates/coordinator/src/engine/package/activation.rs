@@ -1,7 +1,9 @@
-//! Activating a package (SPEC §2.4, §3 Pinning, `POST /v1/packages`): the
-//! bytes checked against the pinned digest, the definition read and compiled,
-//! every operation's connection configured, the package stored and its
-//! revision made the one new admissions get. Admitted runs keep theirs.
+//! Activating a package (`POST /v1/packages`,
+//! docs/reference/service.md#packages-and-activation,
+//! docs/reference/runs.md#pinning): the bytes checked against the pinned
+//! digest, the definition read and compiled, every operation's connection
+//! configured, the package stored and its revision made the one new admissions
+//! get. Admitted runs keep theirs.
 
 use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::package::{self, PackageError};
@@ -58,12 +60,13 @@ pub enum ActivationError {
 }
 
 impl Engine {
-    /// Activates a package (SPEC §2.4, §3 Pinning): checks the bytes against
-    /// the pinned digest, reads and compiles the definition, checks that every
-    /// operation's connection is configured, stores the package and makes its
-    /// revision the one new admissions get. Admitted runs keep their revision.
-    /// Activating the active revision again changes nothing. A change is
-    /// journaled as `actor`'s (deployment-level entry `activation`).
+    /// Activates a package (docs/reference/project.md#packages,
+    /// docs/reference/runs.md#pinning): checks the bytes against the pinned
+    /// digest, reads and compiles the definition, checks that every operation's
+    /// connection is configured, stores the package and makes its revision the
+    /// one new admissions get. Admitted runs keep their revision. Activating
+    /// the active revision again changes nothing. A change is journaled as
+    /// `actor`'s (deployment-level entry `activation`).
     ///
     /// # Errors
     /// [`ActivationError`].

@@ -1,8 +1,9 @@
-//! Packages sealed at rest (SPEC §4): a package's bytes — its workflow's
-//! definition and function source — are stored sealed under the payload key,
-//! bound to their revision (purpose `package`), like a run's input. The
-//! digest stays in clear beside them: it names the package, it does not
-//! reveal it.
+//! Packages sealed at rest
+//! (docs/reference/protection.md#payloads-sealed-at-rest): a package's bytes —
+//! its workflow's definition and function source — are stored sealed under the
+//! payload key, bound to their revision (purpose `package`), like a run's
+//! input. The digest stays in clear beside them: it names the package, it does
+//! not reveal it.
 //!
 //! A row an older version stored in clear is still read (its bytes are
 //! checked against its digest by whoever reads the package, as before).

@@ -1,15 +1,15 @@
-//! The restore and failover fence in a running service (SPEC §3, recovery
-//! after restore; docs/operations.md, "The fence"). The store reads the
-//! database and remembers (`coordinator_store`'s `fence`); this module arms
-//! that memory at a normal start, reads the database every [`INTERVAL`]
-//! from the worker's loop, and acts on a trip: the evidence is logged and
-//! journaled, the restore hold placed (`coordinator` as who placed it, the
-//! evidence as its reason) and every unfinished run put under it, as
+//! The restore and failover fence in a running service
+//! (docs/reference/recovery.md#the-fence; docs/operations.md, "The fence"). The
+//! store reads the database and remembers ([`coordinator_store`]'s `fence`); this
+//! module arms that memory at a normal start, reads the database every
+//! [`INTERVAL`] from the worker's loop, and acts on a trip: the evidence is
+//! logged and journaled, the restore hold placed (`coordinator` as who placed
+//! it, the evidence as its reason) and every unfinished run put under it, as
 //! `restore-hold place` would. Meanwhile nothing is claimed (the store
-//! refuses), `/readyz` answers `503 fenced` and `coordinator_fenced` is 1
-//! (set at scrape time).
-//! The operator reviews and releases as after any restore; the release
-//! accepts the database as it now is, which lifts the fence of every process.
+//! refuses), `/readyz` answers `503 fenced` and `coordinator_fenced` is 1 (set
+//! at scrape time). The operator reviews and releases as after any restore; the
+//! release accepts the database as it now is, which lifts the fence of every
+//! process.
 //!
 //! Recovery-only mode never arms it: that mode is the operator's own review.
 

@@ -1,14 +1,16 @@
-//! The operator's view of one run (SPEC §3 "Inspection"): each step entered,
-//! every call's effect, each wait's timing and observation count, and the
-//! recovery actions available now. It never shows the input, prepared
-//! commands, product outputs, completion references or values, or the
-//! published output.
+//! The operator's view of one run (docs/reference/recovery.md#inspection): each
+//! step entered, every call's effect, each wait's timing and observation count,
+//! and the recovery actions available now. It never shows the input, prepared
+//! commands, product outputs, completion references or values, or the published
+//! output.
 //!
 //! Which recovery actions are available is not decided here: each candidate
-//! command is put to the state machine (`machine::decide`, pure) on the run
+//! command is put to the state machine ([`machine::decide`], pure) on the run
 //! as it stands now, and listed only when the machine would apply it. A run
 //! deadline that is already due is applied first, as the worker would before
 //! any operator command at the same instant.
+//!
+//! [`machine::decide`]: coordinator_core::machine::decide
 
 use coordinator_core::machine::action::WaitResolution;
 use coordinator_core::machine::compiled::Workflow;

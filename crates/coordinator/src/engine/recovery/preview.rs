@@ -1,6 +1,6 @@
 //! What an operator's command would do, before it is given: the pure
 //! machine decides the command on a copy of the run as it stands now (a due
-//! run deadline first, as in `inspection`), and nothing is written. An
+//! run deadline first, as in [`inspection`](super::inspection)), and nothing is written. An
 //! applied command is described by the journal lines its transition would
 //! write (the machine's own words, no values); a refused one by the rule's
 //! code and message; an ignored one by the machine's reason.

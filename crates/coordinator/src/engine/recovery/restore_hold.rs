@@ -1,11 +1,11 @@
-//! The restore hold across a deployment (SPEC §3, recovery after restore).
+//! The restore hold across a deployment (docs/reference/recovery.md#the-restore-hold).
 //!
 //! Placing it writes the deployment's flag first (admissions are refused from
 //! then on), then puts every unfinished run under the hold with the
-//! machine's `RestoreHoldPlaced` (each run in its own transaction, like any
+//! machine's [`RestoreHoldPlaced`] (each run in its own transaction, like any
 //! event): the run goes to `attention` with reason `restore-hold`, its timers
 //! stop, and an attempt in flight becomes an unknown effect. Releasing sends
-//! `RestoreHoldReleased` to every held run, then removes the flag. Both are
+//! [`RestoreHoldReleased`] to every held run, then removes the flag. Both are
 //! idempotent and can be repeated after a crash half-way; `serve` finishes a
 //! placement at start while the flag is placed, so no run escapes it.
 //!
@@ -13,6 +13,9 @@
 //! operator who places or releases the hold is the actor of every audit
 //! entry it causes (the deployment's and each run's); a start that finishes
 //! a placement acts as the coordinator (no actor).
+//!
+//! [`RestoreHoldPlaced`]: coordinator_core::machine::event::Event::RestoreHoldPlaced
+//! [`RestoreHoldReleased`]: coordinator_core::machine::event::Event::RestoreHoldReleased
 
 use coordinator_core::machine::event::Event;
 use coordinator_store::{Cursor, RunFilter};

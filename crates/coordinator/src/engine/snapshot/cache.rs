@@ -6,7 +6,7 @@
 //! sitting).
 //!
 //! An entry is the sealed bytes, the run they were sealed from and its base
-//! (`sealed_run`: what the run's next seal is written against). A lookup
+//! ([`sealed`](super::sealed): what the run's next seal is written against). A lookup
 //! hits only when the bytes read from the database are *equal* to the
 //! entry's: every seal takes a fresh nonce, so equal bytes are the very
 //! snapshot this engine sealed from that run, whatever happened meanwhile (a

@@ -35,7 +35,7 @@
 //! allocated, so a corrupt value cannot make decoding allocate without limit.
 //!
 //! A delta: the store keeps a run's snapshot as a base, sealed rarely, and a
-//! head sealed with every decision (`crate::engine::snapshot::sealed`). The head is a
+//! head sealed with every decision ([`crate::engine::snapshot::sealed`]). The head is a
 //! delta: the whole snapshot compressed against the base's JSON, so it costs
 //! about what changed since the base. It names what it was written against by
 //! digest, so a head set beside another base (a row edited in the database)
@@ -52,7 +52,7 @@ const LZ4_DICTIONARY: u8 = 0x03;
 pub const MAX_SNAPSHOT: usize = 64 << 20;
 
 /// The fixed part of the dictionary of [`LZ4_DICTIONARY`] snapshots: the
-/// snapshot's spellings (`coordinator_core::machine::run::Run` as serde writes
+/// snapshot's spellings ([`coordinator_core::machine::run::Run`] as serde writes
 /// it), the most common last (LZ4 refers back to any of it alike). Frozen: a
 /// test pins its digest. A new spelling goes into a new dictionary with a new
 /// marker, never into this one.

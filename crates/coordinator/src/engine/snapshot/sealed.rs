@@ -1,11 +1,11 @@
 //! A run's snapshot sealed as the store keeps it: a base, sealed rarely, and
-//! a head, sealed with every decision (`coordinator_store::snapshot_frame`
+//! a head, sealed with every decision ([`coordinator_store::snapshot_frame`]
 //! joins the two into the one byte string the engine sees).
 //!
-//! The base is the whole snapshot as `crate::engine::snapshot::codec::encode` writes it,
-//! sealed under `Purpose::Snapshot`. The head is the whole snapshot again,
-//! compressed against the base's JSON (`crate::engine::snapshot::codec::encode_delta`) and
-//! sealed under `Purpose::SnapshotDelta`, or nothing when the run is what the
+//! The base is the whole snapshot as [`crate::engine::snapshot::codec::encode`] writes it,
+//! sealed under [`Purpose::Snapshot`]. The head is the whole snapshot again,
+//! compressed against the base's JSON ([`crate::engine::snapshot::codec::encode_delta`]) and
+//! sealed under [`Purpose::SnapshotDelta`], or nothing when the run is what the
 //! base says. Both are bound to the run's id, so nothing protected is in
 //! clear and neither opens as another run's; the head names its base by
 //! digest, so it does not decode beside another base.
