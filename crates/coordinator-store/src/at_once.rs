@@ -26,10 +26,10 @@ use crate::audit::rows;
 use crate::batch::{Grouped, groupable};
 use crate::claims::in_work_order;
 use crate::db::{Arg, Tx};
-use crate::eager::{self, EagerLease};
+use crate::eager;
 use crate::persist::{Write, decision_writes};
 use crate::snapshot_frame;
-use crate::types::{ClaimedRun, Decision, NewRun, WorkItem, WorkKind};
+use crate::types::{ClaimedRun, Decision, EagerLease, NewRun, WorkItem, WorkKind};
 
 /// The statement: the runs (`i`, `$1`–`$14`), the keys of those that have one
 /// (`k`), the run rows whose key was taken for them (`r`), then their first

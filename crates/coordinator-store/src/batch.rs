@@ -30,10 +30,10 @@ use std::collections::{HashMap, HashSet};
 
 use crate::audit::{self, Line};
 use crate::db::{Arg, Dialect, Row, Tx, Writer};
-use crate::eager::{self, Batched, EagerLease};
+use crate::eager::{self, Batched};
 use crate::persist::{Write, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
-use crate::types::{Claim, Decision};
+use crate::types::{Claim, Decision, EagerLease};
 use crate::{Store, StoreError, batch_leases, claims, snapshot_frame, wakeups};
 
 /// The batch's runs, read without a lock: the update below moves a row on

@@ -19,10 +19,10 @@ use crate::audit::{self, Line};
 use crate::batch::{Grouped, finish, groupable, run_of};
 use crate::claims::describe;
 use crate::db::Tx;
-use crate::eager::{self, Batched, EagerLease};
+use crate::eager::{self, Batched};
 use crate::persist::{Write, decision_writes, timer_key};
 use crate::runs::attention_since_sql;
-use crate::types::{Claim, Decision};
+use crate::types::{Claim, Decision, EagerLease};
 use crate::{StoreError, snapshot_frame};
 
 /// The runs of `$1` (a JSON array of ids): id, version, snapshot head and base.

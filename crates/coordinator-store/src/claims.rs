@@ -21,7 +21,7 @@
 
 use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
 use crate::persist::{parse_timer, timer_key};
-use crate::types::{Claim, ClaimLimits, ClaimedRun, Due, RunWork, TimerItem, WorkItem, WorkKind};
+use crate::types::{Claim, ClaimLimits, ClaimedRun, Due, RunWork, TimerItem, WorkItem, WorkKind, WorkScope};
 use crate::{Store, StoreError, snapshot_frame, wakeups};
 
 /// A claim of outbox rows: `$1` owner, `$2` lease end, `$3` now, `$5` 1 for
@@ -257,15 +257,7 @@ const RUN_OUTBOX: &str = "SELECT step, kind, attempt, not_before FROM outbox WHE
 const RUN_TIMERS: &str = "SELECT timer, due_at FROM timers WHERE run_id = $1 ORDER BY timer";
 const RUN_AUDIT: &str = "SELECT kind, step, detail, more FROM audit WHERE run_id = $1 ORDER BY seq";
 
-/// Which work a claimer takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkScope {
-    /// Everything due: attempts, receipt lookups, observations, timers.
-    All,
-    /// Receipt lookups only (`coordinator serve --recovery-only`: they only read).
-    ReceiptsOnly,
-}
-
+/// `$5` of the claim statements: 1 for receipt lookups only.
 impl WorkScope {
     fn receipts_only(self) -> i64 {
         i64::from(self == WorkScope::ReceiptsOnly)

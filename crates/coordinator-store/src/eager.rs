@@ -21,21 +21,10 @@
 //! writes, in the same transaction. This module must not decide anything.
 
 use crate::StoreError;
-use crate::claims::{WorkScope, in_work_order, work_row};
+use crate::claims::{in_work_order, work_row};
 use crate::db::{Arg, Row, Tx};
 use crate::persist::Write;
-use crate::types::{ClaimedRun, WorkItem, WorkKind};
-
-/// A lease a batch gives the work it queues to its committing worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EagerLease {
-    /// Which work the worker takes (receipts only in recovery-only mode).
-    pub scope: WorkScope,
-    /// When the lease ends (ms), as a claim's `now + lease_ms`.
-    pub until: i64,
-    /// The most rows the batch leases (the worker's room for more work).
-    pub rows: usize,
-}
+use crate::types::{ClaimedRun, EagerLease, WorkItem, WorkKind, WorkScope};
 
 /// What a batch of reports did: per report, the run's new version or why
 /// it was not applied; and the work it leased to its worker (eager

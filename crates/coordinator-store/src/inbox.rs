@@ -13,8 +13,7 @@ use coordinator_core::model::run::RunState;
 
 use crate::db::{Arg, Query};
 use crate::listing::{Revision, SELECT_RUNS, push_filter, run_rows};
-use crate::stats::AttentionReason;
-use crate::types::{AttentionCursor, AttentionGroup, ListFilter, RunRow};
+use crate::types::{AttentionCursor, AttentionGroup, AttentionReason, ListFilter, RunRow};
 use crate::{Store, StoreError};
 
 /// The groups, by hold (the reason), workflow and step. `'attention'` is

@@ -72,18 +72,17 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 pub use active::ActiveRevision;
 pub use audit::AuditPage;
-pub use claims::WorkScope;
-pub use eager::{Batched, EagerLease};
+pub use eager::Batched;
 pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
 pub use hold::Hold;
 pub use persist::{TIMER_WAKE_HORIZON_MS, timer_wakes, wakes_workers};
 pub use retention::{AHEAD_DAYS, Cut, DAY_MS, Prepared, day_of, id_ms, run_id_bound};
 pub use schema::Schema;
-pub use stats::{AttentionCount, AttentionReason, QueueHeads};
+pub use stats::{AttentionCount, QueueHeads};
 pub use types::{
-    Admission, AdmissionGate, AttentionCursor, AttentionGroup, Claim, ClaimLimits, ClaimedRun, Cursor, Decision, Due,
-    Guarded, GuardedAdmission, KeyedRun, ListFilter, NewRun, Package, Page, RunFilter, RunMeta, RunRow, RunWork,
-    TimerItem, TriggerEvent, WorkItem, WorkKind,
+    Admission, AdmissionGate, AttentionCursor, AttentionGroup, AttentionReason, Claim, ClaimLimits, ClaimedRun, Cursor,
+    Decision, Due, EagerLease, Guarded, GuardedAdmission, KeyedRun, ListFilter, NewRun, Package, Page, RunFilter,
+    RunMeta, RunRow, RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind, WorkScope,
 };
 pub use wakeups::Wakeups;
 

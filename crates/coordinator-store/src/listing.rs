@@ -30,8 +30,7 @@
 use coordinator_core::model::run::RunState;
 
 use crate::db::{Arg, Dialect, Query, Row};
-use crate::stats::AttentionReason;
-use crate::types::{Cursor, ListFilter, Page, RunFilter, RunRow};
+use crate::types::{AttentionReason, Cursor, ListFilter, Page, RunFilter, RunRow};
 use crate::{Store, StoreError};
 
 /// The columns of a run row, in `run_row`'s order (a macro, so statements can

@@ -8,6 +8,7 @@
 use coordinator_core::model::run::RunState;
 
 use crate::db::Dialect;
+use crate::types::AttentionReason;
 use crate::{Store, StoreError};
 
 const RUNS_BY_STATE: &str = "SELECT state, COUNT(*) FROM runs GROUP BY state";
@@ -60,32 +61,6 @@ pub struct QueueHeads {
     pub oldest_due_work: Option<i64>,
     /// The smallest `due_at` of due, claimable timers of runs without a restore hold, ms.
     pub oldest_due_timer: Option<i64>,
-}
-
-/// Why runs wait for an operator, as monitoring counts them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum AttentionReason {
-    /// A call's effect is unknown (the run is in attention and not held).
-    UnknownEffect,
-    /// A restore hold is placed on the run (it is in attention and held).
-    RestoreHold,
-}
-
-impl AttentionReason {
-    /// The spelling in metrics labels: `unknown-effect`, `restore-hold`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttentionReason::UnknownEffect => "unknown-effect",
-            AttentionReason::RestoreHold => "restore-hold",
-        }
-    }
-
-    /// The reason of a run in attention, from its `held` column: the machine
-    /// places a hold only with attention `RestoreHold` (`Run::apply`), and the
-    /// only other reason is an unknown effect.
-    pub(crate) fn of_held(held: bool) -> AttentionReason {
-        if held { AttentionReason::RestoreHold } else { AttentionReason::UnknownEffect }
-    }
 }
 
 /// How many runs of a workflow are in attention for a reason.

@@ -1,13 +1,15 @@
 //! The values that cross the store's interface: what a caller hands in (a new
 //! run, a decision) and what it gets back (rows, claims, pages).
 //!
-//! Plain data only; no SQL and no decisions live here.
+//! Plain data only; no SQL and no decisions live here. A leaf: it imports no
+//! other module of the crate (every layer, `db` included, may use it), so a
+//! value another module needs in its signature lives here, not there — the
+//! claims' [`WorkScope`], eager dispatch's [`EagerLease`], monitoring's
+//! [`AttentionReason`].
 
 use coordinator_core::machine::action::Action;
 use coordinator_core::machine::event::Timer;
 use coordinator_core::model::run::RunState;
-
-use crate::stats::AttentionReason;
 
 /// A package as stored: the sealed bytes of one revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +110,27 @@ impl KeyedRun {
     }
 }
 
+/// Which work a claimer takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkScope {
+    /// Everything due: attempts, receipt lookups, observations, timers.
+    All,
+    /// Receipt lookups only (`coordinator serve --recovery-only`: they only read).
+    ReceiptsOnly,
+}
+
+/// A lease a batch gives the work it queues to its committing worker (eager
+/// dispatch, `eager`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EagerLease {
+    /// Which work the worker takes (receipts only in recovery-only mode).
+    pub scope: WorkScope,
+    /// When the lease ends (ms), as a claim's `now + lease_ms`.
+    pub until: i64,
+    /// The most rows the batch leases (the worker's room for more work).
+    pub rows: usize,
+}
+
 /// One admission of [`crate::Store::admit_guarded_batch`]: the new run, its
 /// first decision, and the lease its at-once rows may be taken under (eager
 /// dispatch; none: nothing is leased).
@@ -118,7 +141,7 @@ pub struct GuardedAdmission {
     /// Its first decision.
     pub decision: Decision,
     /// What of it may be leased at once.
-    pub lease: Option<crate::eager::EagerLease>,
+    pub lease: Option<EagerLease>,
 }
 
 /// What became of [`crate::Store::admit_guarded`].
@@ -247,6 +270,32 @@ pub struct ListFilter {
     pub admitted_to: Option<i64>,
     /// Only the run with this id.
     pub run_id: Option<String>,
+}
+
+/// Why runs wait for an operator, as monitoring counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttentionReason {
+    /// A call's effect is unknown (the run is in attention and not held).
+    UnknownEffect,
+    /// A restore hold is placed on the run (it is in attention and held).
+    RestoreHold,
+}
+
+impl AttentionReason {
+    /// The spelling in metrics labels: `unknown-effect`, `restore-hold`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttentionReason::UnknownEffect => "unknown-effect",
+            AttentionReason::RestoreHold => "restore-hold",
+        }
+    }
+
+    /// The reason of a run in attention, from its `held` column: the machine
+    /// places a hold only with attention `RestoreHold` (`Run::apply`), and the
+    /// only other reason is an unknown effect.
+    pub(crate) fn of_held(held: bool) -> AttentionReason {
+        if held { AttentionReason::RestoreHold } else { AttentionReason::UnknownEffect }
+    }
 }
 
 /// Where a page of runs continues: after this (admitted_at, id) in the

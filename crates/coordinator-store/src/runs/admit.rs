@@ -8,10 +8,10 @@
 use crate::at_once::{self, AtOnce};
 use crate::audit;
 use crate::db::{Arg, Pool, Tx};
-use crate::eager::EagerLease;
 use crate::persist::persist;
 use crate::types::{
-    Admission, AdmissionGate, ClaimedRun, Decision, Guarded, GuardedAdmission, KeyedRun, NewRun, TriggerEvent, WorkItem,
+    Admission, AdmissionGate, ClaimedRun, Decision, EagerLease, Guarded, GuardedAdmission, KeyedRun, NewRun,
+    TriggerEvent, WorkItem,
 };
 use crate::{Store, StoreError, events, snapshot_frame};
 
