@@ -19,8 +19,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::db::{Pool, Tx, db};
-use crate::hangup::Hangups;
+use crate::db::{Hangups, Pool, Tx, db};
 use crate::{Store, StoreError};
 
 /// The PostgreSQL notification channel of new work.
@@ -161,7 +160,7 @@ impl Store {
 
 /// Forwards notifications of other stores (and lost connections) to `woken`
 /// until aborted; a lost connection is also a hang-up for the store's pool
-/// (`hangup`): the listener, always waiting on its socket, is often the
+/// (`db::hangup`): the listener, always waiting on its socket, is often the
 /// first to see the server go.
 async fn listen(mut listener: PgListener, instance: String, woken: Arc<Notify>, hangups: Arc<Hangups>) {
     loop {

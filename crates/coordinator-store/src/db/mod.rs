@@ -10,6 +10,10 @@
 //! depends on which filters a caller gave, a [`Query`] assembled from
 //! `&'static str` fragments and numbered placeholders only.
 
+mod gates;
+mod hangup;
+mod run_ids;
+
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -20,11 +24,11 @@ use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 
-use crate::group::{self, Gates, SqliteTx};
-use crate::hangup::{self, Hangups};
-use crate::run_ids::{pg_id, sqlite_id, uuid_as_text};
 use crate::wakeups::Announcer;
 use crate::{StoreError, fence, wakeups};
+use gates::{Gates, SqliteTx};
+pub(crate) use hangup::Hangups;
+use run_ids::{pg_id, sqlite_id, uuid_as_text};
 
 /// How long a SQLite writer waits for the database lock before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -162,8 +166,8 @@ impl Pool {
     pub(crate) async fn begin_for(&self, writer: Writer) -> Result<Tx, StoreError> {
         match self {
             Pool::Sqlite(p, gates) => Ok(Tx::Sqlite(match writer {
-                Writer::Request => group::begin_member(p, gates).await?,
-                Writer::Background => group::begin_background(p, gates).await?,
+                Writer::Request => gates::begin_member(p, gates).await?,
+                Writer::Background => gates::begin_background(p, gates).await?,
             })),
             Pool::Pg(p, shared) => {
                 let mut tries = 1;
@@ -547,7 +551,7 @@ impl Tx {
 
     /// Ends a transaction that is to write nothing, once what it read may be
     /// answered from: rolled back, except that a SQLite request's writer in a
-    /// group waits for its group's commit (`group`), since it may have read
+    /// group waits for its group's commit (`gates`), since it may have read
     /// what earlier members wrote. Its error replaces the caller's answer.
     pub(crate) async fn abandon(self) -> Result<(), StoreError> {
         match self {
@@ -609,5 +613,4 @@ pub(crate) fn db(e: sqlx::Error) -> StoreError {
 }
 
 #[cfg(test)]
-#[path = "db_tests.rs"]
 mod tests;
