@@ -1,9 +1,11 @@
 //! The dialect adapter's tests: SQLite's writer gates, and how a PostgreSQL
 //! connection lost under a handle is reported.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::*;
+use crate::StoreError;
+use crate::db::{Pool, Tx, Writer};
 
 /// How long the test lets its waiting writers queue up (a failure guard: the
 /// order is decided by the gates, not by timing, once both are queued).
