@@ -36,9 +36,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use sqlx::PgConnection;
 
 use crate::audit::{self, Line};
-use crate::db::{Arg, Dialect, Row, Writer};
+use crate::db::{Arg, Dialect, Row, Writer, new_instance};
 use crate::types::WorkItem;
-use crate::{Store, StoreError, wakeups};
+use crate::{Store, StoreError};
 
 /// The server's identity and flushed WAL position, and whether the fence row's table exists yet.
 const READ_PG: &str = "SELECT (SELECT system_identifier::text FROM pg_control_system()), \
@@ -268,7 +268,7 @@ impl Store {
                 let existed = match tx.fetch_optional(ADVANCE_SQLITE, Vec::new()).await? {
                     Some(row) => Some(row),
                     None => {
-                        let system = wakeups::new_instance();
+                        let system = new_instance();
                         let identity = DatabaseIdentity { system, timeline: 1, database: "sqlite".into() };
                         tx.execute(RECORD, record_args(&identity, 0, 0, at)).await?;
                         None

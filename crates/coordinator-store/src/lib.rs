@@ -69,6 +69,7 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 pub use active::ActiveRevision;
 pub use audit::AuditPage;
+pub use db::Wakeups;
 pub use eager::Batched;
 pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
 pub use hold::Hold;
@@ -81,7 +82,6 @@ pub use types::{
     Decision, Due, EagerLease, Guarded, GuardedAdmission, KeyedRun, ListFilter, NewRun, Package, Page, RunFilter,
     RunMeta, RunRow, RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind, WorkScope,
 };
-pub use wakeups::Wakeups;
 
 /// The schema migrations of each dialect: (version, description, SQL), in order.
 /// A migration once released never changes (its checksum is recorded).

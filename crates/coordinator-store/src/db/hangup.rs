@@ -10,7 +10,7 @@
 //!   (`BEGIN` changed nothing), on another connection: the failed one is
 //!   closed when the pool takes it back;
 //! - once any handle has seen the server hang up — a `BEGIN`, a statement, a
-//!   commit, or the listening connection of `wakeups` — every connection put
+//!   commit, or the listening connection of `notify` — every connection put
 //!   back in the pool before that moment is pinged before its next use
 //!   ([`Hangups::predates`]), and replaced when the ping fails.
 //!

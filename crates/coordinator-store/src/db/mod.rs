@@ -15,6 +15,8 @@
 //! - `gates`: SQLite's writers — the gates they queue at, and group commit
 //!   for requests;
 //! - `hangup`: what a PostgreSQL pool remembers of the server hanging up;
+//! - `notify`: LISTEN/NOTIFY, PostgreSQL's wake-ups of other processes
+//!   ([`Wakeups`]);
 //! - `tests`: the layer's own tests on both backends.
 //!
 //! It must not know any table: SQL text comes from the callers, who write
@@ -26,6 +28,7 @@
 mod args;
 mod gates;
 mod hangup;
+mod notify;
 mod pool;
 mod rows;
 mod run_ids;
@@ -34,7 +37,8 @@ mod tx;
 use crate::StoreError;
 
 pub(crate) use args::{Arg, Query};
-pub(crate) use hangup::Hangups;
+pub use notify::Wakeups;
+pub(crate) use notify::new_instance;
 pub(crate) use pool::{Dialect, Pool, Writer};
 pub(crate) use rows::Row;
 pub(crate) use tx::Tx;

@@ -18,9 +18,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use crate::db::db;
 use crate::db::gates::{self, Gates};
 use crate::db::hangup::{self, Hangups};
+use crate::db::notify::{self, Announcer};
 use crate::db::tx::{Announce, Tx};
-use crate::wakeups::Announcer;
-use crate::{StoreError, fence, wakeups};
+use crate::{StoreError, fence};
 
 /// How long a SQLite writer waits for the database lock before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -117,7 +117,7 @@ impl Pool {
                 .map_err(db)?;
             Ok(Pool::Sqlite(pool, Arc::new(Gates::default())))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            let instance: Arc<str> = wakeups::new_instance().into();
+            let instance: Arc<str> = notify::new_instance().into();
             let hangups = Arc::new(Hangups::default());
             let seen = Arc::clone(&hangups);
             let pool = PgPoolOptions::new()
@@ -134,7 +134,7 @@ impl Pool {
                 .after_connect(move |conn, _| {
                     let (instance, fence) = (Arc::clone(&instance), Arc::clone(&fence));
                     Box::pin(async move {
-                        wakeups::mark_connection(conn, &instance).await?;
+                        notify::mark_connection(conn, &instance).await?;
                         // Read before anything uses the connection (a restored or promoted server trips the fence).
                         fence::on_connect(conn, &fence).await
                     })
