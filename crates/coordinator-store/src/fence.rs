@@ -36,7 +36,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use sqlx::PgConnection;
 
 use crate::audit::{self, Line};
-use crate::db::{Arg, Dialect, Row, Writer, new_instance};
+use crate::db::{Arg, Checking, Dialect, OnConnect, Row, Writer, new_instance};
 use crate::types::WorkItem;
 use crate::{Store, StoreError};
 
@@ -83,8 +83,8 @@ pub struct Reading {
     pub generation: i64,
 }
 
-/// What a process remembers of its database (shared with the pool's
-/// `after_connect`, so a new connection is read before it is used).
+/// What a process remembers of its database (handed to the pool as its
+/// [`OnConnect`] check, so a new connection is read before it is used).
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     state: Mutex<State>,
@@ -214,8 +214,16 @@ impl Memory {
     }
 }
 
-/// Reads a new PostgreSQL connection and tells the memory (the pool's `after_connect`).
-pub(crate) async fn on_connect(conn: &mut PgConnection, memory: &Memory) -> Result<(), sqlx::Error> {
+/// The pool's check of each new PostgreSQL connection (`Store::connect` hands
+/// the memory in): the connection is read, and the memory told.
+impl OnConnect for Memory {
+    fn check<'c>(&'c self, conn: &'c mut PgConnection) -> Checking<'c> {
+        Box::pin(on_connect(conn, self))
+    }
+}
+
+/// Reads a new PostgreSQL connection and tells the memory ([`OnConnect`]).
+async fn on_connect(conn: &mut PgConnection, memory: &Memory) -> Result<(), sqlx::Error> {
     use sqlx::Row as _;
     let baseline = memory.baseline();
     let server = sqlx::query(READ_PG).fetch_one(&mut *conn).await?;

@@ -218,7 +218,9 @@ impl Store {
     /// Does not migrate: call [`Store::migrate`].
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         let fence = std::sync::Arc::new(fence::Memory::default());
-        Ok(Store { pool: db::Pool::connect(url, std::sync::Arc::clone(&fence)).await?, fence })
+        // The fence reads every new PostgreSQL connection before anything uses it.
+        let on_connect: std::sync::Arc<dyn db::OnConnect> = std::sync::Arc::<fence::Memory>::clone(&fence);
+        Ok(Store { pool: db::Pool::connect(url, on_connect).await?, fence })
     }
 
     /// Brings the schema up to date, applying the migrations a database has not

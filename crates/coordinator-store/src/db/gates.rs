@@ -340,14 +340,14 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::db::{Arg, Pool, Tx, Writer};
+    use crate::db::{Arg, NoCheck, Pool, Tx, Writer};
 
     /// A failure guard only: how long the test waits for its writers to queue.
     const QUEUE_LIMIT: Duration = Duration::from_secs(60);
 
     async fn pool(dir: &tempfile::TempDir) -> (Pool, Arc<Gates>) {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("group.db").display());
-        let pool = Pool::connect(&url, std::sync::Arc::default()).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let pool = Pool::connect(&url, Arc::new(NoCheck)).await.unwrap_or_else(|e| panic!("connect: {e}"));
         let Pool::Sqlite(_, gates) = &pool else { panic!("a SQLite pool") };
         let gates = Arc::clone(gates);
         let mut tx = pool.begin_for(Writer::Background).await.unwrap_or_else(|e| panic!("begin: {e}"));

@@ -24,6 +24,11 @@
 //! statements, or, for the few reads whose WHERE clause depends on which
 //! filters a caller gave, a [`Query`] assembled from `&'static str`
 //! fragments and numbered placeholders only.
+//!
+//! Nor may it import any module of the crate outside `db/`: only
+//! `crate::StoreError` (its errors) and `crate::types` (plain values, a leaf).
+//! What the layers above need done on a new connection (the fence's reading)
+//! they hand in when the pool is built ([`OnConnect`]).
 
 mod args;
 mod gates;
@@ -39,7 +44,9 @@ use crate::StoreError;
 pub(crate) use args::{Arg, Query};
 pub use notify::Wakeups;
 pub(crate) use notify::new_instance;
-pub(crate) use pool::{Dialect, Pool, Writer};
+#[cfg(test)]
+pub(crate) use pool::NoCheck;
+pub(crate) use pool::{Checking, Dialect, OnConnect, Pool, Writer};
 pub(crate) use rows::Row;
 pub(crate) use tx::Tx;
 

@@ -6,21 +6,26 @@
 //! writers' gates, `gates`), or a pooled connection for reads. Also which
 //! dialect a statement is written in ([`Dialect`]).
 //!
-//! It must not know any table.
+//! It must not know any table. What a new PostgreSQL connection must pass
+//! besides this layer's own marking (`notify`) is the layers above's:
+//! handed in when the pool is built, as an [`OnConnect`].
 
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::PgConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
+use crate::StoreError;
 use crate::db::db;
 use crate::db::gates::{self, Gates};
 use crate::db::hangup::{self, Hangups};
 use crate::db::notify::{self, Announcer};
 use crate::db::tx::{Announce, Tx};
-use crate::{StoreError, fence};
 
 /// How long a SQLite writer waits for the database lock before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -98,9 +103,33 @@ const PG_PING_IF_IDLE: Duration = Duration::from_secs(1);
 /// fails on a lost connection: once per pooled connection, plus a new one.
 const PG_BEGIN_TRIES: u32 = PG_MAX_CONNECTIONS + 1;
 
+/// A check of a new connection, running ([`OnConnect::check`]).
+pub(crate) type Checking<'c> = Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'c>>;
+
+/// What every new PostgreSQL connection must pass before anything uses it,
+/// as the layers above define it and hand it in to [`Pool::connect`] (the
+/// store's: the fence reads the server, so a restored or promoted one trips
+/// it). An error refuses the connection. Nothing is checked on SQLite.
+pub(crate) trait OnConnect: Send + Sync + 'static {
+    /// Checks `conn`, just opened and marked as this pool's.
+    fn check<'c>(&'c self, conn: &'c mut PgConnection) -> Checking<'c>;
+}
+
+/// Checks nothing: for this layer's own tests, whose pools need no more.
+#[cfg(test)]
+pub(crate) struct NoCheck;
+
+#[cfg(test)]
+impl OnConnect for NoCheck {
+    fn check<'c>(&'c self, _: &'c mut PgConnection) -> Checking<'c> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
 impl Pool {
-    /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`.
-    pub(crate) async fn connect(url: &str, fence: Arc<fence::Memory>) -> Result<Pool, StoreError> {
+    /// Connects from a URL: `sqlite://path?mode=rwc` or `postgres://…`; on
+    /// PostgreSQL each new connection passes `on_connect` before it is used.
+    pub(crate) async fn connect(url: &str, on_connect: Arc<dyn OnConnect>) -> Result<Pool, StoreError> {
         if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(db)?
@@ -132,11 +161,11 @@ impl Pool {
                     })
                 })
                 .after_connect(move |conn, _| {
-                    let (instance, fence) = (Arc::clone(&instance), Arc::clone(&fence));
+                    let (instance, on_connect) = (Arc::clone(&instance), Arc::clone(&on_connect));
                     Box::pin(async move {
                         notify::mark_connection(conn, &instance).await?;
-                        // Read before anything uses the connection (a restored or promoted server trips the fence).
-                        fence::on_connect(conn, &fence).await
+                        // Checked before anything uses the connection (the store's fence reading).
+                        on_connect.check(conn).await
                     })
                 })
                 .connect(url)

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::StoreError;
-use crate::db::{Pool, Tx, Writer};
+use crate::db::{NoCheck, Pool, Tx, Writer};
 
 /// How long the test lets its waiting writers queue up (a failure guard: the
 /// order is decided by the gates, not by timing, once both are queued).
@@ -47,7 +47,7 @@ async fn lost_under(handle: &mut Tx) -> Result<u64, StoreError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_lost_before_commit_did_nothing_and_one_lost_outside_a_transaction_is_not_known() {
     let scratch = coordinator_testdb::ScratchDb::create("coordinator_db").await.unwrap_or_else(|e| panic!("{e}"));
-    let pool = Pool::connect(&scratch.url, Arc::default()).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    let pool = Pool::connect(&scratch.url, Arc::new(NoCheck)).await.unwrap_or_else(|e| panic!("connect: {e}"));
 
     let mut tx = pool.begin().await.unwrap_or_else(|e| panic!("begin: {e}"));
     let lost = lost_under(&mut tx).await;
@@ -65,7 +65,7 @@ async fn a_connection_lost_before_commit_did_nothing_and_one_lost_outside_a_tran
 async fn a_request_writer_waits_for_at_most_one_background_writer() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("gates.db").display());
-    let pool = Pool::connect(&url, Arc::default()).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    let pool = Pool::connect(&url, Arc::new(NoCheck)).await.unwrap_or_else(|e| panic!("connect: {e}"));
     let first = pool.begin_for(Writer::Background).await.unwrap_or_else(|e| panic!("first: {e}"));
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let writer = |who: &'static str, kind: Writer| {
