@@ -13,24 +13,38 @@
 //! and a decision arrives as a closure that runs inside the run's transaction
 //! (lock, decide, persist, commit — SPEC §5). Snapshots are opaque bytes.
 //!
-//! Modules: `db` (dialect adapter), `persist` (action → SQL), `audit` (the
-//! hash-chained journal: pending entries written with their decision, sealed
-//! into the chain after commit, read), `runs` (admission, apply, reading one
-//! run), `listing` (pages of runs: oldest first, newest first with filters),
-//! `inbox` (the attention inbox), `snapshot_frame` (a run's snapshot in
-//! two columns: a base written rarely and a head written with every
-//! decision), `run_ids` (run ids as `uuid` on PostgreSQL, text on SQLite),
-//! `at_once` (PostgreSQL's one-statement
-//! admission), `batch` (group commit of fenced reports), `events` (trigger
-//! events admitted, by id), `claims` (leases on outbox and timer rows),
-//! `remote` (remote workers' lanes, offers, leases and reports),
-//! `hold` (the deployment's restore-hold flag), `fence` (the restore and
-//! failover fence's readings and memory), `waits` (the
-//! completion-reference index), `wakeups` (cross-process notification of new
-//! work), `hangup` (replacing pooled PostgreSQL connections the server
-//! dropped), `stats` (monitoring reads at scrape time), `tidy` (vacuuming the
-//! queue tables on PostgreSQL), `types` (interface values). Connecting,
-//! migrating, [`Store::ping`] and closing are here.
+//! The crate's map, one line per module: `db` is the bottom layer (it knows
+//! no table and imports nothing above it), `types` a leaf every module may
+//! use, and the others know tables and build on `db`.
+//! - `active`: the deployment's active revisions, with their package digests.
+//! - `at_once`: PostgreSQL's admission of new runs in one statement.
+//! - `audit`: the hash-chained journal: written with its decision, sealed after commit, read.
+//! - `batch`: group commit of fenced reports: many runs' reports in one transaction.
+//! - `batch_leases`: the leases of a PostgreSQL batch of reports, read first and held to commit.
+//! - `batch_sqlite`: group commit of fenced reports on SQLite.
+//! - `claims`: leases on outbox and timer rows, the fencing check, when work is next due.
+//! - `db`: the database layer: pool and dialect, transactions, arguments, rows, gates, LISTEN/NOTIFY.
+//! - `eager`: eager dispatch: work a batch queues, leased at once to its committing worker.
+//! - `events`: trigger events admitted, by id.
+//! - `fence`: the restore and failover fence's readings and memory (the pool's connect check).
+//! - `hold`: the deployment's restore-hold flag.
+//! - `inbox`: the operator's attention inbox.
+//! - `listing`: pages of runs: oldest first, newest first with filters.
+//! - `packages`: stored packages, one row per revision.
+//! - `persist`: actions → SQL, inside the decision's transaction.
+//! - `remote`: remote workers' lanes, offers, leases and reports.
+//! - `retention`: day partitions and retention.
+//! - `runs`: activating a revision, admitting, applying a decision, reading one run.
+//! - `schema`: whether a database's schema is this version's.
+//! - `snapshot_frame`: a run's snapshot in two columns, a base written rarely and a head each decision.
+//! - `stats`: monitoring reads at scrape time.
+//! - `tidy`: vacuuming the queue tables on PostgreSQL.
+//! - `together`: SQLite's admissions together, a statement per table over JSON arrays.
+//! - `types`: the values that cross the store's interface; it imports no other module.
+//! - `waits`: the completion-reference index.
+//! - `wakeups`: cross-process notification of new work: asking for it, subscribing.
+//!
+//! Connecting, migrating, [`Store::ping`] and closing are here.
 
 mod active;
 mod at_once;
