@@ -29,8 +29,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::audit::{self, Line};
+use crate::commit_leases::{self, Batched};
 use crate::db::{Arg, Dialect, Row, Tx, Writer};
-use crate::eager::{self, Batched};
 use crate::persist::{Write, decision_writes, execute, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision, EagerLease};
@@ -69,7 +69,7 @@ const END_OUTBOX_PG: &str = "DELETE FROM outbox WHERE run_id = ANY($1)";
 const END_TIMERS_PG: &str = "DELETE FROM timers WHERE run_id = ANY($1)";
 const END_WAITS_PG: &str = "DELETE FROM waits WHERE run_id = ANY($1)";
 /// Queues rows, each leased at once to `$8` until `$9` where `$7` says so
-/// (eager dispatch, `eager`), and returns them with their lease owner.
+/// (eager dispatch, `commit_leases`), and returns them with their lease owner.
 const QUEUE_WORK_PG: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
      claims, lane) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, \
      CASE WHEN q.eager THEN $8::text END, CASE WHEN q.eager THEN $9::bigint END, CASE WHEN q.eager THEN 1 ELSE 0 END, \
@@ -133,7 +133,7 @@ impl Store {
 
     /// [`Store::apply_fenced_batch`] that also leases to `owner`, under
     /// `lease`, the work its decisions queue for at once (eager dispatch,
-    /// `eager`): [`Batched::leased`] is that work, each row with its run as
+    /// `commit_leases`): [`Batched::leased`] is that work, each row with its run as
     /// committed, for the caller to do as it does a claim's. Nothing is
     /// leased without `lease` or while the restore fence holds.
     pub async fn apply_fenced_batch_leasing<E>(
@@ -253,11 +253,11 @@ where
     let committed = |run_id: &str| {
         let (_, _, revision, trace_parent) = read.get(run_id)?;
         let (_, _, decision) = decided.iter().find(|(claim, _, _)| run_of(claim) == run_id)?;
-        Some(eager::Committed { revision, snapshot: &decision.snapshot, trace_parent: trace_parent.as_deref() })
+        Some(commit_leases::Committed { revision, snapshot: &decision.snapshot, trace_parent: trace_parent.as_deref() })
     };
     let mut leased = Vec::new();
     for row in &queued {
-        leased.extend(eager::leased_row(row, committed)?);
+        leased.extend(commit_leases::leased_row(row, committed)?);
     }
     // Chained here, not left pending for the sealer: one insert per entry, no later update.
     let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
@@ -355,7 +355,7 @@ type Ints = Vec<i64>;
 type MaybeTexts = Vec<Option<String>>;
 
 /// Arrays of the grouped statements, one field per statement, each row's
-/// run first (also the columns of a new run's one statement, `at_once`).
+/// run first (also the columns of a new run's one statement, `admissions_pg`).
 #[derive(Default)]
 pub(crate) struct Grouped {
     pub(crate) finish_work: (Texts, Texts, Texts),
@@ -364,7 +364,7 @@ pub(crate) struct Grouped {
     pub(crate) close_waits: (Texts, Texts),
     pub(crate) end: Texts,
     /// Run, step, kind, attempt, not before, lane; and whether the row is
-    /// leased to the batch's worker as it is queued (`eager`).
+    /// leased to the batch's worker as it is queued (`commit_leases`).
     pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints, MaybeTexts, Vec<bool>),
     pub(crate) set_timers: (Texts, Texts, Ints),
     pub(crate) open_waits: (Texts, Texts, Texts),
@@ -420,7 +420,7 @@ impl Grouped {
     }
 
     /// [`Grouped::add`] with `write` leased at once when a claim would take
-    /// it now under `lease` (`eager::leases`, for a run `held` or not) and
+    /// it now under `lease` (`commit_leases::leases`, for a run `held` or not) and
     /// `room` is left, taking one; returns whether it wakes workers (what no
     /// lease took, `Write::wakes`).
     pub(crate) fn add_offered(
@@ -432,7 +432,7 @@ impl Grouped {
         lease: Option<EagerLease>,
         room: &mut usize,
     ) -> Result<bool, StoreError> {
-        let eager = *room > 0 && eager::leases(write, at, held, lease);
+        let eager = *room > 0 && commit_leases::leases(write, at, held, lease);
         *room -= usize::from(eager);
         self.add(run, at, write, eager)?;
         Ok(write.wakes(at) && !eager)
@@ -502,7 +502,7 @@ fn push3(v: &mut (Texts, Texts, Texts), a: String, b: String, c: String) {
 /// decision's writes allow it (`groupable`), else one after another in its
 /// order. A grouped delete of a row `held` already deleted is left out.
 /// Under `lease`, a grouped decision's rows a claim would take now are
-/// queued leased to `owner` (`eager::leases`). Returns every decision's audit
+/// queued leased to `owner` (`commit_leases::leases`). Returns every decision's audit
 /// entries, per run in order, and the grouped queued rows; notifies other
 /// processes once if any decision queued work no lease took, or set a timer.
 async fn persist_grouped<'a>(

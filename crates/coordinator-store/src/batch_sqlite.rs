@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use crate::audit::{self, Line};
 use crate::batch::{Grouped, finish, groupable, run_of};
 use crate::claims::describe;
+use crate::commit_leases::{self, Batched};
 use crate::db::Tx;
-use crate::eager::{self, Batched};
 use crate::persist::{Write, decision_writes, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision, EagerLease};
@@ -177,7 +177,7 @@ where
     let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
     audit::append_chained(tx, at, None, &entries).await?;
     let leased = match lease {
-        Some(lease) => eager::lease_runs_sqlite(tx, &applied, owner, at, lease).await?,
+        Some(lease) => commit_leases::lease_runs_sqlite(tx, &applied, owner, at, lease).await?,
         None => Vec::new(),
     };
     Ok(Batched { results: outcome, leased })

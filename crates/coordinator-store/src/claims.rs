@@ -29,7 +29,7 @@ use crate::{Store, StoreError, snapshot_frame, wakeups};
 /// and which first, `$lock` is PostgreSQL's row-lock clause, `$run` more
 /// returned columns (SQLite's claim names the run's, or none). With a
 /// leading `$pick` and `$close`, how the `UPDATE` names the rows its read
-/// picked (PostgreSQL: [`pick_pg`]); without, by `(run_id, step, kind) IN (…)`.
+/// picked (PostgreSQL: `pick_pg!`); without, by `(run_id, step, kind) IN (…)`.
 macro_rules! claim_work_sql {
     ($rows:literal, $order:literal, $limit:literal, $lock:literal, $run:expr) => {
         claim_work_sql!(
@@ -311,7 +311,7 @@ impl Store {
 
     /// Claims up to `limit` due timers for `owner` until `now + lease_ms`, like
     /// [`Store::claim_work`]. Timers of held runs are not claimed (the machine
-    /// ignores them under a hold). Ordered by due time, then SPEC §3 precedence.
+    /// ignores them under a hold). Ordered by due time, then the precedence of docs/reference/runs.md#waits.
     pub async fn claim_timers(
         &self,
         now: i64,
@@ -490,7 +490,7 @@ pub(crate) fn in_work_order(mut claimed: Vec<(i64, WorkItem, ClaimedRun)>) -> Ve
     claimed.into_iter().map(|(_, item, run)| (item, run)).collect()
 }
 
-/// Claimed timers by due time, then SPEC §3 precedence, then run.
+/// Claimed timers by due time, then the precedence of docs/reference/runs.md#waits, then run.
 fn in_timer_order(mut claimed: Vec<TimerItem>) -> Vec<TimerItem> {
     claimed
         .sort_by(|a, b| (a.due_at, a.timer.precedence(), &a.run_id).cmp(&(b.due_at, b.timer.precedence(), &b.run_id)));

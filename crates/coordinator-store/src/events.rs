@@ -1,4 +1,4 @@
-//! Trigger events (SPEC §3 Admission, "event id deduplicated"): which run each
+//! Trigger events (docs/reference/runs.md#admission: an event id is deduplicated): which run each
 //! product event admitted, per workflow and trigger. The row is written in the
 //! admission's own transaction (`Store::admit_event` in `runs`), so a crash
 //! cannot leave an admitted run without its event or an event without its run.

@@ -1,4 +1,4 @@
-//! The restore and failover fence's readings (SPEC §3, recovery after
+//! The restore and failover fence's readings (docs/reference/recovery.md#the-fence, recovery after
 //! restore; docs/operations.md, "The fence").
 //!
 //! A database restored from a backup, or a standby promoted before it had

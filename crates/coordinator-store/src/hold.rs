@@ -1,4 +1,4 @@
-//! The deployment-wide restore hold (SPEC §3): one row that says a hold is
+//! The deployment-wide restore hold (docs/reference/recovery.md#the-restore-hold): one row that says a hold is
 //! placed, when and by whom. Placing it on each run is the machine's work
 //! (`RestoreHoldPlaced` through the engine); this module only keeps the
 //! deployment's flag, so that admissions can be refused and a later start can

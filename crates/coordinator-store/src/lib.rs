@@ -11,20 +11,22 @@
 //!
 //! The store decides nothing and reads no clock: the caller hands in `now`,
 //! and a decision arrives as a closure that runs inside the run's transaction
-//! (lock, decide, persist, commit — SPEC §5). Snapshots are opaque bytes.
+//! (lock, decide, persist, commit — docs/internals/engine.md). Snapshots are opaque bytes.
 //!
 //! The crate's map, one line per module: `db` is the bottom layer (it knows
-//! no table and imports nothing above it), `types` a leaf every module may
-//! use, and the others know tables and build on `db`.
-//! - `active`: the deployment's active revisions, with their package digests.
-//! - `at_once`: PostgreSQL's admission of new runs in one statement.
+//! no table and imports nothing above it but the leaves), `types` and
+//! `error` are leaves every module may use, and the others know tables and build on `db`.
+//! - `active_revisions`: the deployment's active revisions, with their package digests.
+//! - `admissions_pg`: PostgreSQL's admission of new runs in one statement.
+//! - `admissions_sqlite`: SQLite's admissions together, a statement per table over JSON arrays.
 //! - `audit`: the hash-chained journal: written with its decision, sealed after commit, read.
-//! - `batch`: group commit of fenced reports: many runs' reports in one transaction.
 //! - `batch_leases`: the leases of a PostgreSQL batch of reports, read first and held to commit.
 //! - `batch_sqlite`: group commit of fenced reports on SQLite.
+//! - `batch`: group commit of fenced reports: many runs' reports in one transaction.
 //! - `claims`: leases on outbox and timer rows, the fencing check, when work is next due.
+//! - `commit_leases`: eager dispatch: work a batch queues, leased at once to its committing worker.
 //! - `db`: the database layer: pool and dialect, transactions, arguments, rows, gates, LISTEN/NOTIFY.
-//! - `eager`: eager dispatch: work a batch queues, leased at once to its committing worker.
+//! - `error`: [`StoreError`], the one error type of every layer (a leaf).
 //! - `events`: trigger events admitted, by id.
 //! - `fence`: the restore and failover fence's readings and memory (the pool's connect check).
 //! - `hold`: the deployment's restore-hold flag.
@@ -39,22 +41,23 @@
 //! - `snapshot_frame`: a run's snapshot in two columns, a base written rarely and a head each decision.
 //! - `stats`: monitoring reads at scrape time.
 //! - `tidy`: vacuuming the queue tables on PostgreSQL.
-//! - `together`: SQLite's admissions together, a statement per table over JSON arrays.
 //! - `types`: the values that cross the store's interface; it imports no other module.
 //! - `waits`: the completion-reference index.
 //! - `wakeups`: cross-process notification of new work: asking for it, subscribing.
 //!
 //! Connecting, migrating, [`Store::ping`] and closing are here.
 
-mod active;
-mod at_once;
+mod active_revisions;
+mod admissions_pg;
+mod admissions_sqlite;
 mod audit;
 mod batch;
 mod batch_leases;
 mod batch_sqlite;
 mod claims;
+mod commit_leases;
 mod db;
-mod eager;
+mod error;
 mod events;
 mod fence;
 mod hold;
@@ -69,7 +72,6 @@ mod schema;
 pub mod snapshot_frame;
 mod stats;
 mod tidy;
-mod together;
 mod types;
 mod waits;
 mod wakeups;
@@ -81,10 +83,11 @@ use std::pin::Pin;
 use sqlx::error::BoxDynError;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
-pub use active::ActiveRevision;
+pub use active_revisions::ActiveRevision;
 pub use audit::AuditPage;
+pub use commit_leases::Batched;
 pub use db::Wakeups;
-pub use eager::Batched;
+pub use error::StoreError;
 pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
 pub use hold::Hold;
 pub use persist::{TIMER_WAKE_HORIZON_MS, timer_wakes, wakes_workers};
@@ -155,68 +158,6 @@ impl MigrationSource<'static> for Embedded {
     fn resolve(self) -> Pin<Box<dyn Future<Output = Result<Vec<Migration>, BoxDynError>> + Send + 'static>> {
         Box::pin(async move { Ok(self.0) })
     }
-}
-
-/// What can go wrong in the store.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The run row changed under the decision (its version moved): everything was rolled back.
-    #[error("run {run_id} changed under the decision (expected version {expected})")]
-    Stale {
-        /// The run.
-        run_id: String,
-        /// The version the decision was made on.
-        expected: i64,
-    },
-    /// A row that must be unique already exists with other content.
-    #[error("conflict: {what}")]
-    Conflict {
-        /// What collided.
-        what: String,
-    },
-    /// The idempotency key was used before with another revision or input (`idempotency.key-reused`).
-    #[error("idempotency key reused by run {run_id} with another revision or input")]
-    KeyReused {
-        /// The run admitted with the key.
-        run_id: String,
-    },
-    /// A row the operation needs does not exist.
-    #[error("not found: {what}")]
-    NotFound {
-        /// What is missing.
-        what: String,
-    },
-    /// The claim's lease was taken over or its row changed: the decision was not applied.
-    #[error("lease lost on {what}")]
-    LeaseLost {
-        /// The claim.
-        what: String,
-    },
-    /// The caller's decide closure failed: nothing was written.
-    #[error("decision rejected: {0}")]
-    Rejected(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The URL names no supported backend.
-    #[error("unsupported database URL scheme `{0}` (use sqlite: or postgres:)")]
-    UnsupportedUrl(String),
-    /// The database failed or refused a statement (on a lost connection
-    /// outside a transaction, or at its commit: whether it took effect is
-    /// not known).
-    #[error("database: {0}")]
-    Database(String),
-    /// The database could not be reached, or the connection was lost before
-    /// the transaction committed: nothing was done, and the same request can
-    /// be made again.
-    #[error("database unavailable: {0}")]
-    Unavailable(String),
-    /// The restore fence tripped (the evidence): nothing is claimed until an operator releases the restore hold.
-    #[error("the restore fence holds: {0}")]
-    Fenced(String),
-    /// A new run's id is not a UUID (run ids are UUIDv7s, `run_id` in the service).
-    #[error("run id {0:?} is not a UUID: a run's id must be a UUIDv7")]
-    InvalidRunId(String),
-    /// A stored value cannot be read back: the schema or data is not what this version wrote.
-    #[error("corrupt store: {0}")]
-    Corrupt(String),
 }
 
 /// The store: a connection pool to one database.

@@ -100,7 +100,7 @@ pub struct KeyedRun {
 impl KeyedRun {
     /// What admitting `new` with the same key gives: this run when the
     /// revision and input are the same ([`Admission::Existing`]), else
-    /// [`StoreError::KeyReused`].
+    /// [`StoreError::KeyReused`](crate::StoreError::KeyReused).
     pub fn admission_for(&self, new: &NewRun) -> Result<Admission, crate::StoreError> {
         if self.revision == new.revision && self.input_digest == new.input_digest {
             Ok(Admission::Existing(self.id.clone()))
@@ -120,7 +120,7 @@ pub enum WorkScope {
 }
 
 /// A lease a batch gives the work it queues to its committing worker (eager
-/// dispatch, `eager`).
+/// dispatch, `commit_leases`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EagerLease {
     /// Which work the worker takes (receipts only in recovery-only mode).
@@ -423,7 +423,7 @@ impl ClaimLimits {
 /// What one `Store::claim_due` took, and when work is due after it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Due {
-    /// Due timers claimed, in firing order (due time, then SPEC §3 precedence).
+    /// Due timers claimed, in firing order (due time, then the precedence of docs/reference/runs.md#waits).
     pub timers: Vec<TimerItem>,
     /// Due outbox rows claimed, with their runs, in claim order.
     pub work: Vec<(WorkItem, ClaimedRun)>,

@@ -1,5 +1,6 @@
-//! Repository rules as tests (formatting, lints, the pure core's dependencies,
-//! no ignored tests), so the one test command enforces them.
+//! Repository rules as tests (formatting, lints, intra-doc links, the pure
+//! core's dependencies, no ignored tests), so the one test command enforces
+//! them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +42,20 @@ fn clippy_is_clean() {
     cmd.args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
         .env("CARGO_TARGET_DIR", repo().join("target/tidy"));
     run(cmd, "cargo clippy");
+}
+
+#[test]
+fn docs_have_no_broken_intra_doc_links() {
+    let mut cmd = cargo();
+    // Every intra-doc link must resolve, so a rename that leaves a stale reference fails here. Private
+    // items are documented too, so a link to one is fine.
+    cmd.args(["doc", "--workspace", "--no-deps", "--document-private-items", "--locked"])
+        .env("RUSTDOCFLAGS", "-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links")
+        .env_remove("CARGO_ENCODED_RUSTDOCFLAGS")
+        // The clippy test's target directory (the test binary runs while cargo holds the main
+        // one): the dependencies' metadata both need is built once.
+        .env("CARGO_TARGET_DIR", repo().join("target/tidy"));
+    run(cmd, "cargo doc");
 }
 
 /// Crates that would let the pure core do IO or read a clock.
@@ -120,6 +135,60 @@ fn no_test_is_ignored() {
         }
     });
     assert!(offenders.is_empty(), "ignored tests in {offenders:?}: a test that does not run proves nothing");
+}
+
+/// The source text of every `.rs` file below `dir`, comments left out (a doc
+/// link is no dependency), by path.
+fn code_below(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    visit(dir, &mut |path, text| {
+        let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+        files.push((path.to_path_buf(), code.join("\n")));
+    });
+    files
+}
+
+#[test]
+fn every_crate_map_names_all_its_modules() {
+    let mut omissions = Vec::new();
+    let Ok(crates) = std::fs::read_dir(repo().join("crates")) else { panic!("no crates/ folder") };
+    for krate in crates.filter_map(Result::ok) {
+        let root = krate.path().join("src/lib.rs");
+        let Ok(text) = std::fs::read_to_string(&root) else { continue };
+        for module in tidy::map_omissions(&text) {
+            omissions.push(format!("{}: `{module}`", root.display()));
+        }
+    }
+    assert!(
+        omissions.is_empty(),
+        "a crate's lib.rs map (its //! block) does not name these modules; add a line saying what each owns: {omissions:#?}"
+    );
+}
+
+/// The store's bottom layer (`db/`) imports nothing above it, only the
+/// leaves (`types`, `error` and `StoreError` re-exported from it); the
+/// leaves import nothing of the crate but each other.
+#[test]
+fn the_store_bottom_layer_and_leaves_import_nothing_above_them() {
+    let src = repo().join("crates/coordinator-store/src");
+    let mut violations = Vec::new();
+    for (path, code) in code_below(&src.join("db")) {
+        for module in tidy::layer_violations(&code, &["db", "types", "error", "StoreError"]) {
+            violations.push(format!("{}: crate::{module}", path.display()));
+        }
+    }
+    for leaf in ["types.rs", "error.rs"] {
+        let path = src.join(leaf);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+        for module in tidy::layer_violations(&code.join("\n"), &["types", "error", "StoreError"]) {
+            violations.push(format!("{}: crate::{module}", path.display()));
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "the store's db/ layer and its leaves must not import the modules above them (pass what they need in from above, as the pool's connect check is): {violations:#?}"
+    );
 }
 
 fn visit(dir: &Path, f: &mut dyn FnMut(&Path, &str)) {

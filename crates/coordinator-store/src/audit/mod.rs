@@ -1,4 +1,4 @@
-//! The audit journal (SPEC §4): writing entries inside the transaction that
+//! The audit journal (docs/reference/protection.md#the-audit-journal): writing entries inside the transaction that
 //! writes what they record, sealing them into the hash chain shortly after,
 //! and reading the chain back page by page.
 //!

@@ -1,11 +1,11 @@
-//! Admitting a run with its first transition (SPEC §3), in one transaction:
+//! Admitting a run with its first transition (docs/reference/runs.md#admission), in one transaction:
 //! the gate read ([`Store::admission_gate`]), one admission, many decided
-//! ones at once (PostgreSQL: one statement, `at_once`; SQLite: `together`),
+//! ones at once (PostgreSQL: one statement, `admissions_pg`; SQLite: `admissions_sqlite`),
 //! and an admission from a product event. The idempotency key's rule is
 //! here: the same owner, workflow and key give the run admitted before, or
 //! `KeyReused`; keys live in `admission_keys`, taken before the run row.
 
-use crate::at_once::{self, AtOnce};
+use crate::admissions_pg::{self, AtOnce};
 use crate::audit;
 use crate::db::{Arg, Pool, Tx};
 use crate::persist::persist;
@@ -34,7 +34,7 @@ const INSERT_KEY: &str = "INSERT INTO admission_keys (owner, workflow, idempoten
 /// A new run's row: `run_args` are `$1`–`$13` and the snapshot's base `$14`;
 /// a run admitted in attention entered it at admission. The key is not
 /// checked here: `admission_keys` holds it (`INSERT_KEY`). Many at once, in
-/// one statement with their first decisions, are `at_once`'s.
+/// one statement with their first decisions, are `admissions_pg`'s.
 /// `'attention'` is `RunState::Attention.as_str()` (a test below keeps them equal).
 pub(super) const INSERT_RUN: &str = "INSERT INTO runs (id, workflow, revision, owner, idempotency_key, input_digest, state, \
      held, admitted_at, updated_at, version, snapshot, trace_parent, outcome, attention_step, attention_since, \
@@ -66,7 +66,7 @@ impl Store {
         Ok(AdmissionGate { active: row.get(0)?, held: row.get(1)?, keyed })
     }
 
-    /// Admits a run with its first transition, in one transaction (SPEC §3).
+    /// Admits a run with its first transition, in one transaction (docs/reference/runs.md#admission).
     ///
     /// With an idempotency key already used by the same owner for the same
     /// workflow: the same revision and input digest give that run
@@ -127,7 +127,7 @@ impl Store {
     }
 
     /// [`Store::admit_guarded`] that also leases to `lease`'s owner what the
-    /// first decision queues for at once (eager dispatch, `eager`; at most
+    /// first decision queues for at once (eager dispatch, `commit_leases`; at most
     /// the lease's rows, nothing while the restore fence holds): returned
     /// with the run as committed, in claim order, when the run was created.
     pub async fn admit_guarded_leasing<E>(
@@ -166,8 +166,8 @@ impl Store {
 
     /// [`Store::admit_guarded_leasing`] for many admissions at once, each
     /// decided already: on PostgreSQL one statement (one round trip, one
-    /// commit) for all of them (`at_once`), on SQLite one transaction with a
-    /// statement per table (`together`; nothing is leased there, as its
+    /// commit) for all of them (`admissions_pg`), on SQLite one transaction with a
+    /// statement per table (`admissions_sqlite`; nothing is leased there, as its
     /// batches lease nothing), each run inserted only while its own gate is
     /// open and its key unused; what is leased is leased to `owner`. One
     /// answer per admission, in order: the rows leased at once when its run
@@ -181,23 +181,27 @@ impl Store {
         admissions: &[GuardedAdmission],
     ) -> Result<Vec<Option<Vec<(WorkItem, ClaimedRun)>>>, StoreError> {
         if !matches!(self.pool, Pool::Pg(..)) {
-            let runs: Vec<at_once::Admitting<'_>> = admissions
+            let runs: Vec<admissions_pg::Admitting<'_>> = admissions
                 .iter()
-                .map(|a| at_once::Admitting { new: &a.new, decision: &a.decision, lease: None })
+                .map(|a| admissions_pg::Admitting { new: &a.new, decision: &a.decision, lease: None })
                 .collect();
             let mut tx = self.pool.begin().await?;
-            let created = crate::together::admit(&mut tx, &runs).await?;
+            let created = crate::admissions_sqlite::admit(&mut tx, &runs).await?;
             tx.commit().await?;
             return Ok(created.into_iter().map(|c| c.then(Vec::new)).collect());
         }
         let mut conn = self.pool.begin_read().await?;
         // Read once the connection is taken, as a claim reads it.
         let fenced = crate::fence::refuse(&self.fence).is_err();
-        let runs: Vec<at_once::Admitting<'_>> = admissions
+        let runs: Vec<admissions_pg::Admitting<'_>> = admissions
             .iter()
-            .map(|a| at_once::Admitting { new: &a.new, decision: &a.decision, lease: a.lease.filter(|_| !fenced) })
+            .map(|a| admissions_pg::Admitting {
+                new: &a.new,
+                decision: &a.decision,
+                lease: a.lease.filter(|_| !fenced),
+            })
             .collect();
-        let answers = at_once::admit(&mut conn, &runs, true, Some(owner)).await?;
+        let answers = admissions_pg::admit(&mut conn, &runs, true, Some(owner)).await?;
         Ok(answers
             .into_iter()
             .map(|answer| match answer {
@@ -251,8 +255,8 @@ impl Store {
                     return existing;
                 }
                 let decision = first_decision(&mut decision, &mut first)?;
-                let run = [at_once::Admitting { new, decision, lease: None }];
-                match at_once::admit(&mut conn, &run, false, None).await?.pop() {
+                let run = [admissions_pg::Admitting { new, decision, lease: None }];
+                match admissions_pg::admit(&mut conn, &run, false, None).await?.pop() {
                     Some(AtOnce::Created(_)) => return Ok(Admission::Created(new.id.clone())),
                     Some(AtOnce::KeyTaken) => {
                         if let Some(existing) = find_key(&mut conn, new).await? {

@@ -290,7 +290,7 @@ mod tests {
     #[test]
     fn the_attention_literal_of_the_run_writes_is_the_attention_state() {
         let attention = format!("= '{}'", RunState::Attention.as_str());
-        for sql in [admit::INSERT_RUN, UPDATE_RUN, crate::at_once::ADMIT_PG] {
+        for sql in [admit::INSERT_RUN, UPDATE_RUN, crate::admissions_pg::ADMIT_PG] {
             assert!(sql.contains(&attention), "{sql}");
         }
         assert_eq!(

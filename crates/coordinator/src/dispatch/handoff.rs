@@ -10,7 +10,7 @@
 //! worker's queue. What the worker can no longer take is given back
 //! ([`Store::release`]).
 //!
-//! It must not decide anything: what is leased is the store's rule (`eager`).
+//! It must not decide anything: what is leased is the store's rule (`commit_leases`).
 //!
 //! [`Store::eager_dispatch`]: coordinator_store::Store::eager_dispatch
 //! [`Store::release`]: coordinator_store::Store::release

@@ -1,6 +1,6 @@
 //! Eager dispatch: work a batch of reports queues is leased, in the same
-//! transaction, to the worker that committed it (seed 000: "leasing work
-//! queued by a commit to the committing worker at once"), so no claim round
+//! transaction, to the worker that committed it
+//! (docs/internals/engine.md#group-commit), so no claim round
 //! — no `UPDATE` of the row, no second round trip — stands between a
 //! decision and its next request.
 //!

@@ -15,7 +15,7 @@
 //! (`ON CONFLICT DO NOTHING` keeps the first row of a key) — is not written,
 //! and the caller reads what the key admitted.
 //!
-//! Eager dispatch (`eager`): given a lease, a first decision's rows that a
+//! Eager dispatch (`commit_leases`): given a lease, a first decision's rows that a
 //! claim would take at once are inserted leased to the admitting process's
 //! worker (at most the lease's rows) and handed back with the run, so the
 //! first step needs no claim round.
@@ -25,8 +25,8 @@ use crate::audit::Line;
 use crate::audit::rows;
 use crate::batch::{Grouped, groupable};
 use crate::claims::in_work_order;
+use crate::commit_leases;
 use crate::db::{Arg, Tx};
-use crate::eager;
 use crate::persist::{Write, decision_writes};
 use crate::snapshot_frame;
 use crate::types::{ClaimedRun, Decision, EagerLease, NewRun, WorkItem, WorkKind};
@@ -107,7 +107,7 @@ pub(crate) enum AtOnce {
     NotThisWay,
 }
 
-/// The runs' columns of the statement (`$1`–`$14`; SQLite's, `together`, as JSON).
+/// The runs' columns of the statement (`$1`–`$14`; SQLite's, `admissions_sqlite`, as JSON).
 #[derive(Default)]
 pub(crate) struct Runs {
     pub(crate) id: Vec<String>,
@@ -275,7 +275,7 @@ pub(crate) async fn admit(
 /// The rows `g` queues for `new`'s run leased, as a claim of the new run would return them.
 fn leased_rows(new: &NewRun, decision: &Decision, g: &Grouped) -> Vec<(WorkItem, ClaimedRun)> {
     let q = &g.queue_work;
-    let committed = eager::Committed {
+    let committed = commit_leases::Committed {
         revision: &new.revision,
         snapshot: &decision.snapshot,
         trace_parent: new.trace_parent.as_deref(),

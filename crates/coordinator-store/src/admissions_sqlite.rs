@@ -1,11 +1,11 @@
 //! Admissions together on SQLite (`Store::admit_guarded_batch`; PostgreSQL's
-//! is `at_once`): many decided admissions in one transaction of the
+//! is `admissions_pg`): many decided admissions in one transaction of the
 //! process's writer, a statement per table for all of them over JSON arrays
 //! (`json_each`) instead of a statement per table for each. Each run is
 //! written only while its own gate is open (no restore hold, its revision
 //! the active one) and its idempotency key unused; a key twice in one batch
 //! is taken by its first run only. Snapshot bytes travel in the JSON as hex.
-//! As `at_once`, a first decision whose writes must keep their order is not
+//! As `admissions_pg`, a first decision whose writes must keep their order is not
 //! written this way (the caller admits it in a transaction of its own).
 
 use std::collections::{HashMap, HashSet};
@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 
 use crate::StoreError;
-use crate::at_once::{Admitting, Runs, add_writes};
+use crate::admissions_pg::{Admitting, Runs, add_writes};
 use crate::audit::{Line, rows};
 use crate::batch::Grouped;
 use crate::db::Tx;
