@@ -5,11 +5,13 @@
 //! callers do what their test needs.
 //!
 //! Only tests and benchmarks depend on this crate. It also hands out free
-//! loopback ports for the processes they start ([`ports`]).
+//! loopback ports for the processes they start ([`ports`]) and starts private
+//! `redis-server`s ([`redis`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod ports;
+pub mod redis;
 
 use sqlx::{Connection, PgConnection};
 

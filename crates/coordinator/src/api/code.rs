@@ -215,18 +215,8 @@ impl Code {
     /// (one of the machine's stable refusal codes); [`Code::OperationRefused`]
     /// for any other.
     pub fn of_refusal(refusal: &str) -> Code {
-        const REFUSALS: [Code; 9] = [
-            Code::OperationNeverRepeat,
-            Code::OperationNoReceipt,
-            Code::RunDeadlineReached,
-            Code::RunEnded,
-            Code::RunRestoreHold,
-            Code::StepEffectNotUnknown,
-            Code::StepNotACall,
-            Code::StepReceiptPending,
-            Code::StepAttemptPending,
-        ];
-        REFUSALS.into_iter().find(|c| c.as_str() == refusal).unwrap_or(Code::OperationRefused)
+        let stable = coordinator_core::machine::REFUSAL_CODES.contains(&refusal);
+        Code::ALL.into_iter().find(|c| stable && c.as_str() == refusal).unwrap_or(Code::OperationRefused)
     }
 }
 

@@ -6,71 +6,30 @@
 //! waits; Redis killed is noticed (the short interval again, hints dropped and
 //! counted) and a restarted one is taken up again.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use coordinator_products::Secret;
+use coordinator_testdb::redis::RedisServer;
 use redis::aio::MultiplexedConnection;
 
 use super::stream::{GROUP, Lane, xadd};
 use super::*;
 
-/// A `redis-server` of this test's, killed when dropped.
-struct Server {
-    port: u16,
-    child: Child,
-}
-
-impl Server {
-    fn start_on(port: u16) -> Server {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("redis-server (Debian package redis-server) must be on PATH: {e}"));
-        Server { port, child }
-    }
-
-    fn start() -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or_else(|e| panic!("{e}"));
-        Server::start_on(port)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// A connection of the test's own, once the server answers.
-    async fn connection(&self) -> MultiplexedConnection {
-        let client = redis::Client::open(self.url()).unwrap_or_else(|e| panic!("{e}"));
-        for _ in 0..100 {
-            if let Ok(mut con) = client.get_multiplexed_async_connection().await
-                && redis::cmd("PING").query_async::<String>(&mut con).await.is_ok()
-            {
-                return con;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+/// A connection of the test's own to `server`, once it answers.
+async fn connection(server: &RedisServer) -> MultiplexedConnection {
+    let client = redis::Client::open(server.url()).unwrap_or_else(|e| panic!("{e}"));
+    for _ in 0..100 {
+        if let Ok(mut con) = client.get_multiplexed_async_connection().await
+            && redis::cmd("PING").query_async::<String>(&mut con).await.is_ok()
+        {
+            return con;
         }
-        panic!("redis-server on port {} did not answer", self.port)
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    panic!("redis-server on port {} did not answer", server.port)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn start(server: &Server, owner: &str, remote: &[String], in_process: bool) -> Hints {
+fn start(server: &RedisServer, owner: &str, remote: &[String], in_process: bool) -> Hints {
     Hints::start(&Secret::new(server.url()), owner, remote, in_process).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -108,8 +67,8 @@ async fn add(con: &mut MultiplexedConnection, lane: &Lane, from: &str) {
 
 #[tokio::test]
 async fn another_process_hint_wakes_the_worker_until_a_flushall_and_again_after_it() {
-    let server = Server::start();
-    let mut con = server.connection().await;
+    let server = RedisServer::start();
+    let mut con = connection(&server).await;
     let hints = start(&server, "coordinator-b", &[], true);
     assert_eq!(hints.interval(Duration::from_millis(250)), Duration::from_millis(250), "not up yet: short");
     assert!(eventually(Duration::from_secs(5), || health(&hints).is_up()).await, "never reached Redis");
@@ -153,8 +112,8 @@ async fn another_process_hint_wakes_the_worker_until_a_flushall_and_again_after_
 
 #[tokio::test]
 async fn own_hints_wake_nothing_and_a_lane_is_read_only_while_a_poll_waits() {
-    let server = Server::start();
-    let mut con = server.connection().await;
+    let server = RedisServer::start();
+    let mut con = connection(&server).await;
     let hints = start(&server, "coordinator-b", &["registry".to_owned()], true);
     assert!(eventually(Duration::from_secs(5), || health(&hints).is_up()).await, "never reached Redis");
     let mut woken = hints.in_process();
@@ -192,8 +151,8 @@ async fn own_hints_wake_nothing_and_a_lane_is_read_only_while_a_poll_waits() {
 
 #[tokio::test]
 async fn redis_killed_is_noticed_counted_and_taken_up_again_once_back() {
-    let mut server = Server::start();
-    let _ = server.connection().await;
+    let mut server = RedisServer::start();
+    let _ = connection(&server).await;
     let hints = start(&server, "coordinator-b", &[], true);
     assert!(eventually(Duration::from_secs(5), || health(&hints).is_up()).await, "never reached Redis");
     let mut woken = hints.in_process();
@@ -212,8 +171,8 @@ async fn redis_killed_is_noticed_counted_and_taken_up_again_once_back() {
     );
 
     // Back, empty: every part reaches it again and another process's hint wakes the worker.
-    let server = Server::start_on(server.port);
-    let mut con = server.connection().await;
+    let server = RedisServer::start_on(server.port);
+    let mut con = connection(&server).await;
     assert!(eventually(Duration::from_secs(15), || health(&hints).is_up()).await, "not taken up again");
     assert!(
         eventually(Duration::from_secs(5), || health(&hints).groups_recreated.load(Ordering::Relaxed) >= 1).await,
