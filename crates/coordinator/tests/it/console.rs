@@ -1,0 +1,302 @@
+//! The operator console over HTTP (its pages as a browser gets them; the
+//! browser itself is driven in the module `console_browser`): sign-in and the
+//! session cookie, the run list and its filters, a run's page and graph,
+//! confirmations computed as dry runs, actions with their reasons in the
+//! journal, bulk actions, roles and CSRF enforced on the server, the restore
+//! hold's banner, the live event stream — and no page carrying anything
+//! protected.
+
+use std::time::Duration;
+
+use crate::support::deploy::EAGER;
+use crate::support::stack::{Stack, StackOptions};
+use crate::support::{GUARD, TOKEN, on_runtime, sample_input, until_state};
+
+/// The token of a subject that may only read (its own runs) — written by the test.
+const READER_TOKEN: &str = "reader-token-for-the-console";
+
+/// A browser without a browser: keeps the session cookie, follows nothing by itself.
+struct Session {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+}
+
+impl Session {
+    fn new(base: &str) -> Session {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        Session { http, base: base.to_owned(), cookie: None }
+    }
+
+    async fn sign_in(base: &str, token: &str) -> Session {
+        let mut session = Session::new(base);
+        let response = session.post_form("/console/sign-in", &[("token", token), ("next", "/console/runs")]).await;
+        assert_eq!(response.status().as_u16(), 303, "signed in");
+        let set = response.headers().get("set-cookie").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/console"), "{set}");
+        assert!(!set.contains("Secure"), "no Secure on loopback: {set}");
+        assert!(!set.contains(token), "the cookie does not carry the token");
+        session.cookie = set.split(';').next().map(str::to_owned);
+        session
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(cookie) = &self.cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send().await.unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    async fn page(&self, path: &str) -> (u16, String) {
+        let response = self.get(path).await;
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap_or_default())
+    }
+
+    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> reqwest::Response {
+        let mut request = self.http.post(format!("{}{path}", self.base)).form(form);
+        if let Some(cookie) = &self.cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send().await.unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+}
+
+/// The CSRF token a page's forms carry.
+fn csrf(html: &str) -> String {
+    let marker = "name=\"csrf\" value=\"";
+    let start = html.find(marker).map(|i| i + marker.len()).unwrap_or_else(|| panic!("no csrf in {html}"));
+    html[start..].split('"').next().unwrap_or_default().to_owned()
+}
+
+/// The flagship, reviews decided by themselves, and a reader token. The
+/// review wait observes every second: a decision announced before the run
+/// entered its wait (a notification only brings an open wait's observation
+/// forward) then costs a second, not casework's 15 minutes.
+async fn stack() -> Stack {
+    Stack::start(StackOptions {
+        edits: vec![EAGER],
+        auto_decide: Some(Duration::from_millis(100)),
+        reader: Some((READER_TOKEN, "[read]")),
+        ..StackOptions::default()
+    })
+    .await
+}
+
+/// Runs admitted under `keys` whose notices' answers are lost: each waits in `attention`.
+async fn uncertain(stack: &Stack, keys: &[&str]) -> Vec<String> {
+    stack.lose_notices(u32::try_from(keys.len()).unwrap_or(u32::MAX)).await;
+    let mut runs = Vec::new();
+    for key in keys {
+        runs.push(stack.admit(key).await);
+    }
+    for run in &runs {
+        until_state(&stack.url, run, "attention").await;
+    }
+    runs
+}
+
+/// Nothing protected on a page — but a finished run's published output, which is the run's to publish.
+fn protected(html: &str) {
+    let html = match (html.find("<pre class=\"output\""), html.find("</pre>")) {
+        (Some(start), Some(end)) if end > start => format!("{}{}", &html[..start], &html[end..]),
+        _ => html.to_owned(),
+    };
+    let html = html.as_str();
+    let input = sample_input();
+    for value in [input["applicationId"].as_str().unwrap_or("?"), "person-4711", TOKEN, READER_TOKEN] {
+        assert!(!html.contains(value), "`{value}` is on a console page");
+    }
+}
+
+#[test]
+fn signing_in_listing_reading_and_the_graph() {
+    on_runtime(async {
+        let stack = stack().await;
+        let run = stack.admit("console-1").await;
+        until_state(&stack.url, &run, "finished").await;
+
+        // Without a session every page sends the browser to sign in, and says where it was going.
+        let anonymous = Session::new(&stack.url);
+        let response = anonymous.get("/console/runs?state=finished").await;
+        assert_eq!(response.status().as_u16(), 303);
+        let location = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        assert_eq!(location, "/console/sign-in?next=/console/runs%3Fstate%3Dfinished");
+        let refused = anonymous.post_form("/console/sign-in", &[("token", "not-a-token")]).await;
+        assert_eq!(refused.status().as_u16(), 401);
+        assert!(refused.headers().get("set-cookie").is_none());
+
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (status, html) = me.page("/console/runs").await;
+        assert_eq!(status, 200);
+        assert!(html.contains(&format!("href=\"/console/runs/{run}\"")), "{html}");
+        assert!(html.contains("notice-sent"), "the outcome is listed");
+        let (_, filtered) = me.page("/console/runs?state=attention").await;
+        assert!(filtered.contains("No run matches.") && !filtered.contains(&run));
+        let (status, bad) = me.page("/console/runs?state=nonsense").await;
+        assert_eq!(status, 400);
+        assert!(bad.contains("is not a run state"), "{bad}");
+        let (_, one) = me.page(&format!("/console/runs?run={run}")).await;
+        assert!(one.contains(&run));
+        let (_, fragment) = me.page("/console/runs?fragment=1").await;
+        assert!(fragment.contains(&run) && !fragment.contains("<html"), "the live fragment is the table alone");
+
+        let (status, page) = me.page(&format!("/console/runs/{run}")).await;
+        assert_eq!(status, 200);
+        for expected in ["send-notice", "accepted", "Published output", "Journal", "notice-sent"] {
+            assert!(page.contains(expected), "`{expected}` missing from the run page");
+        }
+        protected(&page);
+        let graph = me.get(&format!("/console/runs/{run}/graph.svg")).await;
+        assert_eq!(graph.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("image/svg+xml"));
+        let svg = graph.text().await.unwrap_or_default();
+        assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{svg}");
+        assert!(!svg.contains("<script"));
+        let csp = me.get("/console/runs").await;
+        let policy =
+            csp.headers().get("content-security-policy").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+    });
+}
+
+#[test]
+fn an_uncertain_notice_is_reconciled_from_its_confirmation_with_a_reason_in_the_journal() {
+    on_runtime(async {
+        let stack = stack().await;
+        let run = uncertain(&stack, &["console-2"]).await.remove(0);
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (_, inbox) = me.page("/console/attention").await;
+        assert!(inbox.contains("unknown-effect") && inbox.contains("send-notice"), "{inbox}");
+        let (_, page) = me.page(&format!("/console/runs/{run}")).await;
+        assert!(page.contains("Needs an operator"));
+        assert!(page.contains(&format!("/console/runs/{run}/actions/reconcile?step=send-notice")));
+        let (status, confirm) = me.page(&format!("/console/runs/{run}/actions/reconcile?step=send-notice")).await;
+        assert_eq!(status, 200);
+        assert!(confirm.contains("What it will do") && confirm.contains("receipt"), "{confirm}");
+        // The confirmation was a dry run: nothing changed.
+        assert_eq!(stack.view(&run).await["state"], "attention");
+        let token = csrf(&confirm);
+        let forged = me
+            .post_form(
+                &format!("/console/runs/{run}/actions/reconcile"),
+                &[("csrf", "forged"), ("step", "send-notice"), ("reason", "x")],
+            )
+            .await;
+        assert_eq!(forged.status().as_u16(), 403, "no CSRF token, no action");
+        let no_reason = me
+            .post_form(
+                &format!("/console/runs/{run}/actions/reconcile"),
+                &[("csrf", &token), ("step", "send-notice"), ("reason", " ")],
+            )
+            .await;
+        assert_eq!(no_reason.status().as_u16(), 400);
+        let done = me
+            .post_form(
+                &format!("/console/runs/{run}/actions/reconcile"),
+                &[("csrf", &token), ("step", "send-notice"), ("reason", "the notice was sent; checking the receipt")],
+            )
+            .await;
+        assert_eq!(done.status().as_u16(), 303);
+        until_state(&stack.url, &run, "finished").await;
+        let (_, after) = me.page(&format!("/console/runs/{run}")).await;
+        assert!(
+            after.contains("reason given: the notice was sent; checking the receipt"),
+            "the journal keeps the reason"
+        );
+        assert!(after.contains("operator"), "and who gave it");
+    });
+}
+
+#[test]
+fn a_reader_sees_no_action_and_a_forged_post_is_forbidden() {
+    on_runtime(async {
+        let stack = stack().await;
+        let run = uncertain(&stack, &["console-3"]).await.remove(0);
+        let reader = Session::sign_in(&stack.url, READER_TOKEN).await;
+        let (status, _) = reader.page(&format!("/console/runs/{run}")).await;
+        assert_eq!(status, 404, "another subject's run is not the reader's to know of");
+        let (status, _) = reader.page("/console/attention").await;
+        assert_eq!(status, 403, "the inbox is for operators");
+        let (_, runs) = reader.page("/console/runs").await;
+        assert!(!runs.contains(&run));
+        let token = csrf(&runs);
+        let forged = reader
+            .post_form(&format!("/console/runs/{run}/actions/cancel"), &[("csrf", &token), ("reason", "because")])
+            .await;
+        assert_eq!(forged.status().as_u16(), 404);
+        let hold = reader.post_form("/console/restore-hold", &[("csrf", &token), ("change", "place")]).await;
+        assert_eq!(hold.status().as_u16(), 403);
+        assert_eq!(stack.view(&run).await["state"], "attention", "nothing changed");
+    });
+}
+
+#[test]
+fn three_uncertain_notices_are_reconciled_in_bulk_with_a_result_each() {
+    on_runtime(async {
+        let stack = stack().await;
+        let runs = uncertain(&stack, &["console-bulk-0", "console-bulk-1", "console-bulk-2"]).await;
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (status, preview) = me
+            .page("/console/bulk?action=reconcile&workflow=reviewed-notice&reason=unknown-effect&step=send-notice")
+            .await;
+        assert_eq!(status, 200);
+        assert!(runs.iter().all(|r| preview.contains(r.as_str())), "{preview}");
+        assert!(preview.contains("Reconcile 3 runs"), "{preview}");
+        let marker = "name=\"runs\" value=\"";
+        let start = preview.find(marker).map(|i| i + marker.len()).unwrap_or_else(|| panic!("no runs field"));
+        let selected = preview[start..].split('"').next().unwrap_or_default().to_owned();
+        let token = csrf(&preview);
+        let done = me
+            .post_form(
+                "/console/bulk",
+                &[
+                    ("csrf", &token),
+                    ("action", "reconcile"),
+                    ("workflow", "reviewed-notice"),
+                    ("step", "send-notice"),
+                    ("runs", &selected),
+                    ("reason", "bulk reconcile after a messaging outage"),
+                ],
+            )
+            .await;
+        assert_eq!(done.status().as_u16(), 200);
+        let result = done.text().await.unwrap_or_default();
+        assert!(result.contains("Done: 3 of 3 runs"), "{result}");
+        for run in &runs {
+            until_state(&stack.url, run, "finished").await;
+        }
+    });
+}
+
+#[test]
+fn the_restore_hold_banner_comes_and_goes_and_the_live_stream_answers() {
+    on_runtime(async {
+        let stack = stack().await;
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (_, deployment) = me.page("/console/deployment").await;
+        assert!(deployment.contains("reviewed-notice") && deployment.contains("No restore hold is placed"));
+        let token = csrf(&deployment);
+        let placed = me.post_form("/console/restore-hold", &[("csrf", &token), ("change", "place")]).await;
+        assert_eq!(placed.status().as_u16(), 303);
+        let (_, runs) = me.page("/console/runs").await;
+        assert!(runs.contains("id=\"hold-banner\""), "the banner is on every page while the hold is placed");
+        let released = me.post_form("/console/restore-hold", &[("csrf", &token), ("change", "release")]).await;
+        assert_eq!(released.status().as_u16(), 303);
+        let (_, runs) = me.page("/console/runs").await;
+        assert!(!runs.contains("id=\"hold-banner\""));
+        let verified = me.post_form("/console/audit/verify", &[("csrf", &token)]).await;
+        let text = verified.text().await.unwrap_or_default();
+        assert!(text.contains("the chain is intact"), "{text}");
+
+        let live = me.get("/console/live").await;
+        assert_eq!(live.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("text/event-stream"));
+        let mut live = live;
+        let first = tokio::time::timeout(GUARD, live.chunk()).await;
+        let chunk = first.ok().and_then(Result::ok).flatten().unwrap_or_default();
+        assert!(String::from_utf8_lossy(&chunk).contains("event: ready"), "{chunk:?}");
+    });
+}

@@ -1,0 +1,123 @@
+//! `POST /v1/packages?digest=…` (docs/reference/project.md#packages,
+//! docs/reference/runs.md#pinning): a package is
+//! activated only with its pinned digest, only when it can be read and only
+//! when the deployment configures every connection it uses; new admissions get
+//! the activated revision while admitted runs keep theirs.
+
+use coordinator::process::dev::Dev;
+use serde_json::{Value, json};
+
+use crate::support::deploy::{Package, package_of, variant};
+use crate::support::{TOKEN, admission, on_runtime, post, settled, start, tempdir};
+
+/// A copy of examples/reviewed-notice in `dir` with `from` replaced by `to` in
+/// its workflow.yaml, packaged as `coordinatorctl package` would.
+fn modified_package(dir: &std::path::Path, from: &str, to: &str) -> Package {
+    package_of(&variant(dir, "project", &[(from, to)]))
+}
+
+/// `POST /v1/packages` with `query` and the bytes as `content_type`: (status, body).
+async fn activate(dev: &Dev, query: &str, bytes: &[u8], content_type: &str) -> (u16, Value) {
+    let url = format!("{}/v1/packages{query}", dev.url());
+    let response = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(TOKEN)
+        .header("content-type", content_type)
+        .body(bytes.to_vec())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn admit(dev: &Dev, revision: &str, key: &str) -> (u16, Value) {
+    post(&format!("{}/v1/runs", dev.url()), &admission(revision, key)).await
+}
+
+#[test]
+fn a_new_package_changes_new_admissions_and_admitted_runs_keep_their_revision() {
+    on_runtime(async {
+        let project = tempdir();
+        let dev = start().await;
+        let old = dev.revision.clone();
+        // One more second of deadline: another definition, so another revision.
+        let Package { bytes, digest, revision: new } =
+            modified_package(project.path(), "deadlineSeconds: 2592000", "deadlineSeconds: 2592001");
+        assert_ne!(new, old);
+
+        let (status, admitted) = admit(&dev, &old, "before").await;
+        assert_eq!(status, 201, "{admitted}");
+        let before = admitted["runId"].as_str().unwrap_or_default().to_owned();
+
+        let (status, activated) =
+            activate(&dev, &format!("?digest={digest}"), &bytes, "application/octet-stream").await;
+        assert_eq!(status, 200, "{activated}");
+        let expected =
+            json!({"workflow": "reviewed-notice", "revision": new, "digest": digest, "previousRevision": old});
+        assert_eq!(activated, expected);
+        // Activating the active package again changes nothing.
+        let (status, again) = activate(&dev, &format!("?digest={digest}"), &bytes, "application/json").await;
+        assert_eq!((status, &again["revision"], &again["previousRevision"]), (200, &json!(new), &json!(new)));
+
+        // New admissions must name the new revision; the old one is no longer active.
+        let (status, error) = admit(&dev, &old, "after-old").await;
+        assert_eq!((status, error["code"].as_str()), (409, Some("revision.not-active")), "{error}");
+        let (status, admitted) = admit(&dev, &new, "after-new").await;
+        assert_eq!(status, 201, "{admitted}");
+        let after = admitted["runId"].as_str().unwrap_or_default().to_owned();
+
+        // Both run to the end, each on the revision it was admitted with.
+        for (run, revision) in [(&before, &old), (&after, &new)] {
+            let view = settled(&dev.url(), run).await;
+            assert_eq!((&view["state"], &view["outcome"]), (&json!("finished"), &json!("notice-sent")), "{view}");
+            assert_eq!(view["revision"], json!(revision), "{view}");
+        }
+    });
+}
+
+#[test]
+fn packages_are_refused_without_their_digest_unreadable_or_with_unknown_connections() {
+    on_runtime(async {
+        let project = tempdir();
+        let dev = start().await;
+        let Package { bytes, digest, .. } =
+            modified_package(project.path(), "deadlineSeconds: 2592000", "deadlineSeconds: 2592002");
+        let octets = "application/octet-stream";
+
+        let (status, error) = activate(&dev, "", &bytes, octets).await;
+        assert_eq!((status, error["code"].as_str()), (400, Some("request.invalid")), "{error}");
+        let (status, error) = activate(&dev, "?digest=md5:abc", &bytes, octets).await;
+        assert_eq!((status, error["code"].as_str()), (400, Some("request.invalid")), "{error}");
+
+        let other = format!("sha256:{}", "0".repeat(64));
+        let (status, error) = activate(&dev, &format!("?digest={other}"), &bytes, octets).await;
+        assert_eq!((status, error["code"].as_str()), (409, Some("package.digest-mismatch")), "{error}");
+        assert!(error["message"].as_str().is_some_and(|m| m.contains(&digest)), "{error}");
+
+        let garbage = b"{\"format\": \"not-a-package\", \"secret\": \"s3cr3t\"}".to_vec();
+        let garbage_digest = coordinator_core::definition::sha256_id(&garbage);
+        let (status, error) = activate(&dev, &format!("?digest={garbage_digest}"), &garbage, octets).await;
+        assert_eq!((status, error["code"].as_str()), (422, Some("package.invalid")), "{error}");
+        assert!(!error.to_string().contains("s3cr3t"), "{error}");
+        let not_json = b"\x00\x01 not json".to_vec();
+        let not_json_digest = coordinator_core::definition::sha256_id(&not_json);
+        let (status, error) = activate(&dev, &format!("?digest={not_json_digest}"), &not_json, octets).await;
+        assert_eq!((status, error["code"].as_str()), (422, Some("package.invalid")), "{error}");
+
+        let (status, error) = activate(&dev, &format!("?digest={digest}"), &bytes, "text/plain").await;
+        assert_eq!((status, error["code"].as_str()), (415, Some("request.unsupported-media-type")), "{error}");
+
+        // A connection this deployment does not configure is named.
+        let elsewhere = tempdir();
+        let Package { bytes, digest, .. } =
+            modified_package(elsewhere.path(), "connection: messaging}", "connection: post-office}");
+        let (status, error) = activate(&dev, &format!("?digest={digest}"), &bytes, octets).await;
+        assert_eq!((status, error["code"].as_str()), (422, Some("package.unknown-connection")), "{error}");
+        assert!(error["message"].as_str().is_some_and(|m| m.contains("post-office")), "{error}");
+
+        // Nothing was activated by any of these.
+        let (status, admitted) = admit(&dev, &dev.revision, "still-old").await;
+        assert_eq!(status, 201, "{admitted}");
+    });
+}
