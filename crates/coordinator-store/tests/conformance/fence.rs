@@ -3,7 +3,7 @@
 //! remembers trips only on what the database forgot, a release's acceptance
 //! tells every process to start over, a tripped fence refuses claims, and a
 //! report's claim is judged against the outbox row. (Restoring a real
-//! backup and promoting a standby are the service's drills, tests/fence.rs.)
+//! backup and promoting a standby are the service's drills, tests/it/fence.rs.)
 
 use coordinator_store::{ClaimLimits, Store, StoreError, WorkItem, WorkScope};
 
