@@ -1,4 +1,5 @@
-//! `ProductClient::call`: one test per row of the SPEC §3 classification.
+//! `ProductClient::call`: one test per row of the classification
+//! (docs/reference/runs.md#calls-and-prepared-commands).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

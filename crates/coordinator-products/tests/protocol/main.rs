@@ -1,5 +1,5 @@
 //! The product protocol's client against small test products: every row of the
-//! SPEC §3 classification, fresh tokens, headers, receipts, observations, and
+//! classification (docs/reference/runs.md#calls-and-prepared-commands), fresh tokens, headers, receipts, observations, and
 //! that no secret, token or payload leaks into anything returned.
 
 mod call;
