@@ -18,6 +18,19 @@
 //! engine's [`Metrics`] once the store committed, or once an ignored or refused
 //! event wrote nothing. Activating a package ([`Engine::activate`]) and the
 //! operator's inspection ([`Engine::inspect`]) live here too.
+//!
+//! The folder, along a run's path (every `impl Engine` is here):
+//! - [`admit`] and [`admission_queue`]: a request becomes a run with its first
+//!   transition; plain admissions are grouped into one statement.
+//! - [`trigger`]: runs admitted from signed product events.
+//! - [`nudge`]: completion notifications nudging a run's wait.
+//! - [`commit_hooks`]: what is told after a commit (metrics, log lines, spans,
+//!   the worker's wake-up, hints).
+//! - [`remote_report`]: a remote worker's report, applied as one fenced decision.
+//! - [`snapshot`]: the sealed form of a run and the cache of decoded runs.
+//! - [`workflow_cache`], [`run_id`], [`wait_index`], [`error`].
+//! - [`recovery`]: inspection, preview, the restore hold and the fence.
+//! - [`package`]: activation and packages sealed at rest.
 
 use std::collections::HashMap;
 use std::sync::Arc;
