@@ -32,6 +32,7 @@
 //! - `hold`: the deployment's restore-hold flag.
 //! - `inbox`: the operator's attention inbox.
 //! - `listing`: pages of runs: oldest first, newest first with filters.
+//! - `migrations`: the schema migrations compiled in, and the released checksums they keep.
 //! - `packages`: stored packages, one row per revision.
 //! - `persist`: actions → SQL, inside the decision's transaction.
 //! - `remote`: remote workers' lanes, offers, leases and reports.
@@ -63,6 +64,7 @@ mod fence;
 mod hold;
 mod inbox;
 mod listing;
+mod migrations;
 mod packages;
 mod persist;
 mod remote;
@@ -75,13 +77,6 @@ mod tidy;
 mod types;
 mod waits;
 mod wakeups;
-
-use std::borrow::Cow;
-
-use std::pin::Pin;
-
-use sqlx::error::BoxDynError;
-use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 pub use active_revisions::ActiveRevision;
 pub use audit::AuditPage;
@@ -100,65 +95,8 @@ pub use types::{
     RunMeta, RunRow, RunWork, TimerItem, TriggerEvent, WorkItem, WorkKind, WorkScope,
 };
 
-/// The schema migrations of each dialect: (version, description, SQL), in order.
-/// A migration once released never changes (its checksum is recorded).
-const MIGRATIONS_SQLITE: &[(i64, &str, &str)] = &[
-    (1, "init", include_str!("../migrations/sqlite/0001_init.sql")),
-    (2, "claims and waits", include_str!("../migrations/sqlite/0002_claims_and_waits.sql")),
-    (3, "trigger events", include_str!("../migrations/sqlite/0003_trigger_events.sql")),
-    (4, "restore hold", include_str!("../migrations/sqlite/0004_restore_hold.sql")),
-    (5, "audit chain", include_str!("../migrations/sqlite/0005_audit_chain.sql")),
-    (6, "claim order indexes", include_str!("../migrations/sqlite/0006_claim_order_indexes.sql")),
-    (7, "audit pending index", include_str!("../migrations/sqlite/0007_audit_pending.sql")),
-    (8, "unleased outbox index", include_str!("../migrations/sqlite/0008_unleased_outbox.sql")),
-    (9, "sealed audit indexes", include_str!("../migrations/sqlite/0009_sealed_audit_indexes.sql")),
-    (10, "trace parent and attention index", include_str!("../migrations/sqlite/0010_trace_parent.sql")),
-    (11, "listing columns and indexes", include_str!("../migrations/sqlite/0011_listing.sql")),
-    (12, "runs fillfactor", include_str!("../migrations/sqlite/0012_runs_fillfactor.sql")),
-    (13, "admission keys and journal checkpoint", include_str!("../migrations/sqlite/0013_partitions.sql")),
-    (14, "narrower journal", include_str!("../migrations/sqlite/0014_narrower_journal.sql")),
-    (15, "fence", include_str!("../migrations/sqlite/0015_fence.sql")),
-    (16, "lanes", include_str!("../migrations/sqlite/0016_lanes.sql")),
-    (17, "journal rows", include_str!("../migrations/sqlite/0017_journal_rows.sql")),
-    (18, "snapshot base", include_str!("../migrations/sqlite/0018_snapshot_base.sql")),
-    (19, "revision prefix", include_str!("../migrations/sqlite/0019_revision_prefix.sql")),
-    (20, "uuid run ids", include_str!("../migrations/sqlite/0020_uuid_run_ids.sql")),
-];
-const MIGRATIONS_PG: &[(i64, &str, &str)] = &[
-    (1, "init", include_str!("../migrations/pg/0001_init.sql")),
-    (2, "claims and waits", include_str!("../migrations/pg/0002_claims_and_waits.sql")),
-    (3, "trigger events", include_str!("../migrations/pg/0003_trigger_events.sql")),
-    (4, "restore hold", include_str!("../migrations/pg/0004_restore_hold.sql")),
-    (5, "audit chain", include_str!("../migrations/pg/0005_audit_chain.sql")),
-    (6, "claim order indexes", include_str!("../migrations/pg/0006_claim_order_indexes.sql")),
-    (7, "audit pending index", include_str!("../migrations/pg/0007_audit_pending.sql")),
-    (8, "unleased outbox index", include_str!("../migrations/pg/0008_unleased_outbox.sql")),
-    (9, "sealed audit indexes", include_str!("../migrations/pg/0009_sealed_audit_indexes.sql")),
-    (10, "trace parent and attention index", include_str!("../migrations/pg/0010_trace_parent.sql")),
-    (11, "listing columns and indexes", include_str!("../migrations/pg/0011_listing.sql")),
-    (12, "runs fillfactor", include_str!("../migrations/pg/0012_runs_fillfactor.sql")),
-    (13, "day partitions, admission keys and journal checkpoint", include_str!("../migrations/pg/0013_partitions.sql")),
-    (14, "narrower journal", include_str!("../migrations/pg/0014_narrower_journal.sql")),
-    (15, "fence", include_str!("../migrations/pg/0015_fence.sql")),
-    (16, "lanes", include_str!("../migrations/pg/0016_lanes.sql")),
-    (17, "journal rows", include_str!("../migrations/pg/0017_journal_rows.sql")),
-    (18, "snapshot base", include_str!("../migrations/pg/0018_snapshot_base.sql")),
-    (19, "revision prefix", include_str!("../migrations/pg/0019_revision_prefix.sql")),
-    (20, "uuid run ids", include_str!("../migrations/pg/0020_uuid_run_ids.sql")),
-];
-
 /// The readiness probe's statement: a round trip that reads no table.
 const PING: &str = "SELECT 1";
-
-/// The migrations compiled into the binary, as sqlx's migrator reads them.
-#[derive(Debug)]
-struct Embedded(Vec<Migration>);
-
-impl MigrationSource<'static> for Embedded {
-    fn resolve(self) -> Pin<Box<dyn Future<Output = Result<Vec<Migration>, BoxDynError>> + Send + 'static>> {
-        Box::pin(async move { Ok(self.0) })
-    }
-}
 
 /// The store: a connection pool to one database.
 #[derive(Debug, Clone)]
@@ -184,24 +122,16 @@ impl Store {
     /// was hash-chained, 0005, as well as any not sealed yet).
     /// Idempotent.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let (migrations, dialect) = match &self.pool {
-            db::Pool::Sqlite(..) => (MIGRATIONS_SQLITE, "sqlite"),
-            db::Pool::Pg(..) => (MIGRATIONS_PG, "pg"),
+        let dialect = match &self.pool {
+            db::Pool::Sqlite(..) => db::Dialect::Sqlite,
+            db::Pool::Pg(..) => db::Dialect::Pg,
         };
-        let migrations = migrations
-            .iter()
-            .map(|&(version, description, sql)| {
-                Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, Cow::Borrowed(sql), false)
-            })
-            .collect();
-        let migrator = Migrator::new(Embedded(migrations))
-            .await
-            .map_err(|e| StoreError::Database(format!("reading the {dialect} migrations: {e}")))?;
+        let migrator = migrations::migrator(dialect).await?;
         let result = match &self.pool {
             db::Pool::Sqlite(p, _) => migrator.run(p).await,
             db::Pool::Pg(p, _) => migrator.run(p).await,
         };
-        result.map_err(|e| StoreError::Database(format!("migrating the {dialect} schema: {e}")))?;
+        result.map_err(|e| StoreError::Database(format!("migrating the {} schema: {e}", migrations::name(dialect))))?;
         audit::seal_all(self).await.map(|_| ())
     }
 
@@ -219,31 +149,5 @@ impl Store {
     /// Closes every connection (waits for those in use to be returned).
     pub async fn close(&self) {
         self.pool.close().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{MIGRATIONS_PG, MIGRATIONS_SQLITE};
-
-    /// Every file under `migrations/<dialect>` is embedded, in the order of its number.
-    #[test]
-    fn every_migration_file_is_embedded_in_order() {
-        for (dialect, embedded) in [("sqlite", MIGRATIONS_SQLITE), ("pg", MIGRATIONS_PG)] {
-            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations").join(dialect);
-            let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
-                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-                .map(|entry| entry.unwrap_or_else(|e| panic!("{e}")).path())
-                .collect();
-            files.sort();
-            assert_eq!(files.len(), embedded.len(), "{dialect}: a migration file is not in the list");
-            for (i, (file, (version, _, sql))) in files.iter().zip(embedded).enumerate() {
-                let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                assert!(name.starts_with(&format!("{version:04}_")), "{dialect}: {name} is not migration {version}");
-                assert_eq!(i64::try_from(i + 1).ok(), Some(*version), "{dialect}: numbers run 1, 2, …");
-                let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!(text, *sql, "{dialect}: {name} is not the text embedded");
-            }
-        }
     }
 }

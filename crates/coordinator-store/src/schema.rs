@@ -7,7 +7,7 @@
 //! goes on.
 
 use crate::db::{Dialect, Pool};
-use crate::{MIGRATIONS_PG, MIGRATIONS_SQLITE, Store, StoreError};
+use crate::{Store, StoreError, migrations};
 
 const HAS_TABLE_PG: &str = "SELECT to_regclass('_sqlx_migrations') IS NOT NULL";
 const HAS_TABLE_SQLITE: &str =
@@ -35,8 +35,8 @@ impl Store {
     /// ([`Schema`]); a database never migrated misses all of them. A pure read.
     pub async fn schema(&self) -> Result<Schema, StoreError> {
         let (known, has_table) = match &self.pool {
-            Pool::Sqlite(..) => (MIGRATIONS_SQLITE, HAS_TABLE_SQLITE),
-            Pool::Pg(..) => (MIGRATIONS_PG, HAS_TABLE_PG),
+            Pool::Sqlite(..) => (migrations::of(Dialect::Sqlite), HAS_TABLE_SQLITE),
+            Pool::Pg(..) => (migrations::of(Dialect::Pg), HAS_TABLE_PG),
         };
         let mut tx = self.pool.begin_read().await?;
         let exists = match tx.fetch_optional(has_table, Vec::new()).await? {

@@ -1,8 +1,8 @@
 -- Coordinator store, PostgreSQL dialect, migration 3. Keep in step with
 -- migrations/sqlite/0003_trigger_events.sql: the same tables, columns and constraints.
 
--- Every product event a trigger admitted a run from (SPEC §3 Admission: "event id
--- deduplicated"), keyed per workflow and trigger by the event's `eventId`. Written in
+-- Every product event a trigger admitted a run from (docs/reference/runs.md,
+-- "Admission": an event id is deduplicated), keyed per workflow and trigger by the event's `eventId`. Written in
 -- the same transaction as the admission it caused, so a run admitted from an event
 -- always has its row and a recorded event always has its run. A replayed event id
 -- admits nothing new and answers with `run_id`. Only the id is kept, never the body.

@@ -1,4 +1,4 @@
--- The deployment-wide restore hold (SPEC §3, recovery after restore): at most
+-- The deployment-wide restore hold (docs/reference/recovery.md): at most
 -- one row. While it exists, admissions are refused and every unfinished run
 -- carries the hold (runs.held); only its release resumes work.
 CREATE TABLE restore_hold (

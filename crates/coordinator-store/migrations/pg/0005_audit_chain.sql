@@ -1,4 +1,4 @@
--- The audit journal's hash chain (SPEC §4; coordinator_core::audit): each
+-- The audit journal's hash chain (docs/reference/protection.md; coordinator_core::audit): each
 -- entry gets its chain position (1, 2, 3, … in commit order), the hash of the
 -- entry before it and its own hash, computed in the transaction that writes
 -- it, and the authenticated subject who caused it (NULL: the coordinator).

@@ -4,13 +4,11 @@
 //! update) logs no transition line and changes nothing; the same cancel once
 //! the database accepts it logs its lines.
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
 use crate::support::deploy::{deployment, package_of};
-use crate::support::process::{self, json_lines, read};
-use crate::support::{GUARD, admit, get, on_runtime, pg, post, tempdir};
+use crate::support::process::{self, log_until, read};
+use crate::support::{admit, get, on_runtime, pg, post, tempdir};
 
 async fn execute(url: &str, statement: &str) {
     let pool = sqlx::PgPool::connect(url).await.unwrap_or_else(|e| panic!("{e}"));
@@ -19,11 +17,8 @@ async fn execute(url: &str, statement: &str) {
 }
 
 /// The log lines about `run` for events of `kind` that say they were applied.
-fn applied(log: &std::path::Path, run: &str, kind: &str) -> Vec<Value> {
-    json_lines(log)
-        .into_iter()
-        .filter(|l| l["run_id"] == run && l["event"] == kind && l["outcome"] == "applied")
-        .collect()
+fn applied_in<'a>(lines: &'a [Value], run: &str, kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["run_id"] == run && l["event"] == kind && l["outcome"] == "applied").collect()
 }
 
 #[test]
@@ -36,14 +31,10 @@ fn a_decision_whose_transaction_rolled_back_logs_no_transition_line() {
         let url = spec.url();
         let serve = process::served(&spec, dir.path(), "serve.log").await;
         let run = admit(&url, &package_of(&spec.project).revision, "k").await;
-        let started = Instant::now();
-        while json_lines(&serve.log)
-            .iter()
-            .all(|l| !(l["run_id"] == run.as_str() && l["message"] == "waiting for a completion"))
-        {
-            assert!(started.elapsed() < GUARD, "the run never waited for its review:\n{}", read(&serve.log));
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        log_until(&serve.log, "the run's wait for its review", |l| {
+            l["run_id"] == run.as_str() && l["message"] == "waiting for a completion"
+        })
+        .await;
 
         execute(
             &db.url,
@@ -57,15 +48,14 @@ fn a_decision_whose_transaction_rolled_back_logs_no_transition_line() {
         assert_eq!(status, 500, "the database refused the decision's write");
         let (_, view) = get(&format!("{url}/v1/runs/{run}")).await;
         assert_eq!(view["state"], "running", "nothing changed: {view}");
-        // The request's own lines are written at once; a transition line would have been too.
-        let lines = json_lines(&serve.log);
+        // The request's line is written after the decision's: once it is in the log, a
+        // transition line would be too.
+        let lines = log_until(&serve.log, "the refused cancel's request line", |l| {
+            l["message"] == "request" && l["route"] == "/v1/runs/{id}/cancel" && l["status"] == 500
+        })
+        .await;
         assert!(
-            lines
-                .iter()
-                .any(|l| l["message"] == "request" && l["route"] == "/v1/runs/{id}/cancel" && l["status"] == 500)
-        );
-        assert!(
-            applied(&serve.log, &run, "cancel-requested").is_empty(),
+            applied_in(&lines, &run, "cancel-requested").is_empty(),
             "a rolled-back decision was logged:\n{}",
             read(&serve.log)
         );
@@ -73,11 +63,12 @@ fn a_decision_whose_transaction_rolled_back_logs_no_transition_line() {
         execute(&db.url, "DROP TRIGGER refuse ON runs").await;
         let (status, _) = post(&format!("{url}/v1/runs/{run}/cancel"), &json!({})).await;
         assert_eq!(status, 202);
-        let told = applied(&serve.log, &run, "cancel-requested");
-        assert!(
-            told.iter().any(|l| l["message"] == "cancel requested"),
-            "the committed cancel is told:\n{}",
-            read(&serve.log)
-        );
+        log_until(&serve.log, "the committed cancel's transition line", |l| {
+            l["run_id"] == run.as_str()
+                && l["event"] == "cancel-requested"
+                && l["outcome"] == "applied"
+                && l["message"] == "cancel requested"
+        })
+        .await;
     });
 }

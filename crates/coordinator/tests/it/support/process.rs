@@ -186,3 +186,18 @@ pub fn read(path: &Path) -> String {
 pub fn json_lines(path: &Path) -> Vec<Value> {
     read(path).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
+
+/// The log's JSON lines once one of them satisfies `found`; panics with the
+/// log after [`GUARD`]. The service writes its log off the request's path,
+/// so a line may follow the response it belongs to.
+pub async fn log_until(path: &Path, what: &str, found: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let lines = json_lines(path);
+        if lines.iter().any(&found) {
+            return lines;
+        }
+        assert!(started.elapsed() < GUARD, "{what} never appeared in the log:\n{}", read(path));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
