@@ -1,5 +1,5 @@
-//! Repository rules, checked by the tests in `tests/`, so that
-//! `cargo test --workspace` enforces them. The rules that read source text
+//! Repository rules, checked by the tests in `tests/`, so that the test
+//! suite (`cargo nextest run --workspace`) enforces them. The rules that read source text
 //! are functions here, each tested on a planted violation: a rule that cannot
 //! fail proves nothing.
 
@@ -69,6 +69,37 @@ pub fn layer_violations(text: &str, allowed: &[&str]) -> Vec<String> {
     out
 }
 
+/// The lines (1-based) of `text` that open a doc-comment code block rustdoc
+/// would compile as a doctest: a fence whose info string is empty or holds
+/// only Rust's own words (`rust`, `no_run`, `should_panic`, …). The suite runs
+/// under nextest, which runs no doctest, so such an example would never run:
+/// it belongs in a test, or in a block marked with its language (`text`).
+pub fn doctests(text: &str) -> Vec<usize> {
+    const RUST_WORDS: &[&str] =
+        &["rust", "ignore", "no_run", "should_panic", "compile_fail", "test_harness", "standalone_crate"];
+    let mut found = Vec::new();
+    let mut open = false;
+    for (i, line) in text.lines().enumerate() {
+        let Some(doc) = line.trim_start().strip_prefix("///").or_else(|| line.trim_start().strip_prefix("//!")) else {
+            continue;
+        };
+        let Some(info) = doc.trim_start().strip_prefix("```") else { continue };
+        if open {
+            open = false;
+            continue;
+        }
+        open = true;
+        let rust = info
+            .split([',', ' ', '\t'])
+            .filter(|w| !w.is_empty())
+            .all(|w| RUST_WORDS.contains(&w) || w.starts_with("edition"));
+        if rust {
+            found.push(i + 1);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +121,12 @@ mod tests {
         assert_eq!(crate_imports(text), ["db", "StoreError", "fence", "types"]);
         assert_eq!(layer_violations(text, &["db", "StoreError", "types"]), ["fence"]);
         assert!(layer_violations("use crate::db::x;\nmacro_rules! m { () => { $crate::db::y } }", &["db"]).is_empty());
+    }
+
+    #[test]
+    fn a_doc_example_rustdoc_would_run_is_caught() {
+        let text = "//! Map.\n//!\n//! ```\n//! let a = 1;\n//! ```\n/// Thing.\n/// ```text\n/// GET /x\n/// ```\n///    ```rust,no_run\n/// f();\n/// ```\n// ```\nfn f() {}\n";
+        assert_eq!(doctests(text), [3, 10]);
+        assert!(doctests("/// ```sh\n/// ls\n/// ```\n/// ```yaml\n/// a: 1\n/// ```\n").is_empty());
     }
 }

@@ -137,6 +137,24 @@ fn no_test_is_ignored() {
     assert!(offenders.is_empty(), "ignored tests in {offenders:?}: a test that does not run proves nothing");
 }
 
+/// No doc comment holds an example rustdoc would run as a doctest: the suite
+/// runs under nextest, which runs none.
+#[test]
+fn no_doc_example_is_a_doctest() {
+    let mut found = Vec::new();
+    for dir in ["crates", "bench", "fuzz"] {
+        visit(&repo().join(dir), &mut |path, text| {
+            for line in tidy::doctests(text) {
+                found.push(format!("{}:{line}", path.display()));
+            }
+        });
+    }
+    assert!(
+        found.is_empty(),
+        "these doc-comment code blocks would be doctests, which the suite (nextest) never runs; move the example into a test, or mark the block with its language (```text): {found:#?}"
+    );
+}
+
 /// The source text of every `.rs` file below `dir`, comments left out (a doc
 /// link is no dependency), by path.
 fn code_below(dir: &Path) -> Vec<(PathBuf, String)> {
