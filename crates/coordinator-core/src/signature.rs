@@ -10,7 +10,7 @@
 //!
 //! Messages say which rule failed, never the header's or the body's content.
 //! Pure (the clock is an argument): the service verifies with it through
-//! `coordinator_core::signature`, and the fuzz targets reach it without the service.
+//! [`coordinator_core::signature`](crate::signature), and the fuzz targets reach it without the service.
 
 use hmac::{KeyInit, Mac};
 use sha2::Sha256;

@@ -1,6 +1,6 @@
 //! JSON values in and out of the sandbox.
 //!
-//! Owns the mapping between `serde_json::Value` and Rhai's `Dynamic`: JSON
+//! Owns the mapping between [`serde_json::Value`] and Rhai's `Dynamic`: JSON
 //! integers become Rhai `INT` (i64), other numbers `FLOAT`, `null` becomes
 //! `()`, and back again, so a value that only passes through a function comes
 //! out exactly as it went in. It must not describe any value in an error:

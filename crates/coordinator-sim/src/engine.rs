@@ -4,7 +4,7 @@
 //! supplies only what its operations do ([`Product::perform`]) and what its
 //! completions say.
 //!
-//! State lives behind one `std::sync::Mutex` per product, never held across an
+//! State lives behind one [`std::sync::Mutex`] per product, never held across an
 //! `await`. Effect and receipt rules come from the built-in catalog, not from
 //! this crate, so the simulators cannot drift from the descriptors.
 

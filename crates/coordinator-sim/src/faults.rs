@@ -2,7 +2,7 @@
 //! and the per-operation queues the next calls take their fault from.
 //!
 //! This module only decides *which* fault a call gets; what a fault does to the
-//! call is the engine's business (`engine::operation`).
+//! call is the engine's business ([`engine`](crate::engine)`::operation`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;

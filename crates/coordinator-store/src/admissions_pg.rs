@@ -1,6 +1,6 @@
 //! New runs in one statement (PostgreSQL): each run row, its first
 //! decision's outbox rows, timers, waits and audit entries, and the wake-up
-//! of other processes (announced after it committed, `wakeups::Announcer`), as
+//! of other processes (announced after it committed, [`db::notify::Announcer`](crate::db::notify::Announcer)), as
 //! one `INSERT … ` with data-modifying `WITH` parts over arrays (`unnest`),
 //! sent outside any explicit transaction — the statement is its own
 //! transaction, so any number of admissions cost one round trip and one
@@ -8,9 +8,9 @@
 //!
 //! The runs are new, so none of their rows exist: a delete in a first
 //! decision has nothing to remove and is skipped. A first decision whose
-//! writes must keep their order (`batch::groupable` says no) is not sent this
+//! writes must keep their order ([`batch::groupable`](crate::batch::groupable) says no) is not sent this
 //! way; nor is an admission from a trigger event (its event row is written in
-//! the same transaction, `runs::admit::admit_in`). A run whose idempotency key was
+//! the same transaction, [`Store::admit_in`](crate::Store::admit_in)). A run whose idempotency key was
 //! taken first — by an earlier admission or by another of the same statement
 //! (`ON CONFLICT DO NOTHING` keeps the first row of a key) — is not written,
 //! and the caller reads what the key admitted.

@@ -1,6 +1,6 @@
 //! Group commit: applying the fenced reports of many runs (fired timers,
 //! product answers) in ONE transaction, each with every rule of a single
-//! apply (`runs::apply_in`): the claim's lease held at commit, the caller's
+//! apply ([`Store::apply_in`](crate::Store::apply_in)): the claim's lease held at commit, the caller's
 //! decision made on the run's current snapshot, its actions persisted, the
 //! run row moved on only from the version decided on, its audit entries
 //! written — all or nothing for the transaction as a whole.

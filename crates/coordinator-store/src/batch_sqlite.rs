@@ -1,4 +1,4 @@
-//! Group commit on SQLite (`batch`; PostgreSQL's is `batch::batch_pg`): the
+//! Group commit on SQLite (`batch`; PostgreSQL's is [`batch`](crate::batch)`::batch_pg`): the
 //! writer holds the database's only write lock for the whole transaction, so
 //! nothing moves between a read and a write of it. The batch's runs are read
 //! in one statement and its claims' leases checked in one statement per
@@ -6,8 +6,8 @@
 //! the version read in one statement (`json_each` over the batch as JSON,
 //! snapshot bytes as hex), and the decisions' rows are written in a
 //! statement per kind of write for the whole batch where a decision's
-//! writes allow it (`batch::groupable`: deletes first, then upserts), else
-//! one after another in its order (`persist::execute`). Then the audit
+//! writes allow it ([`batch::groupable`](crate::batch::groupable): deletes first, then upserts), else
+//! one after another in its order ([`persist::execute`](crate::persist::execute)). Then the audit
 //! entries are chained at once and, under a lease, what the reports left
 //! due is leased.
 

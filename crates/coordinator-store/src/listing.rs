@@ -5,7 +5,7 @@
 //! pages — a cursor names the last run shown, never an offset — and nothing
 //! here counts the matching runs. It reads, never writes.
 //!
-//! Each statement is assembled for the filters present (`db::Query`): which
+//! Each statement is assembled for the filters present ([`db::Query`](crate::db::Query)): which
 //! filters are given decides the text, their values are bound. A catch-all
 //! statement (`$n IS NULL OR column = $n`) got PostgreSQL's generic plan, a
 //! sequential scan of every run (250–660 ms a page at 1 M runs), whatever the

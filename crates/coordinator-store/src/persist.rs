@@ -13,10 +13,10 @@
 //! Staleness is caught by the run row's version, which every apply checks.
 //!
 //! A transaction that queues work or sets a timer also notifies other
-//! processes (`wakeups::notify`, once, on PostgreSQL; sent after commit by `wakeups::Announcer`).
+//! processes ([`wakeups::notify`](crate::wakeups::notify), once, on PostgreSQL; sent after commit by [`db::notify::Announcer`](crate::db::notify::Announcer)).
 //!
 //! Audit entries are not written here: [`persist`] returns them, and the
-//! caller writes them (`audit::append`) with the run row, as pending entries
+//! caller writes them ([`audit::append`](crate::audit::append)) with the run row, as pending entries
 //! the sealer chains after commit. `batch` groups the same writes of many
 //! runs' decisions into set-based statements.
 //!

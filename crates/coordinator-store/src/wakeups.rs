@@ -1,6 +1,6 @@
 //! Prompt wake-ups across processes: after a transaction that queued work or
 //! set a timer commits, its process notifies the channel `coordinator_work`
-//! (PostgreSQL `NOTIFY`, sent by `db::notify::Announcer`; nothing is sent for
+//! (PostgreSQL `NOTIFY`, sent by [`db::notify::Announcer`](crate::db::notify::Announcer); nothing is sent for
 //! a transaction rolled back), and [`Wakeups`] lets a worker of any process
 //! sleep until one arrives.
 //!
@@ -12,7 +12,7 @@
 //! subscription ignores its own notifications: the process that committed
 //! wakes its worker in-process already.
 //!
-//! The LISTEN/NOTIFY plumbing is `db::notify`'s; here are what asks for a
+//! The LISTEN/NOTIFY plumbing is [`db::notify`](crate::db::notify)'s; here are what asks for a
 //! wake-up ([`notify`]) and a subscription ([`Store::wakeups`]).
 
 use crate::db::{Tx, Wakeups};

@@ -3,7 +3,7 @@
 //! and reading the chain back page by page.
 //!
 //! The chain itself (canonical encoding, hash, verification) is
-//! `coordinator_core::audit`; this module only keeps it in rows.
+//! [`coordinator_core::audit`]; this module only keeps it in rows.
 //!
 //! Writing and chaining are two steps, so that no commit waits for the chain.
 //! [`append`] inserts a decision's entries as *pending* rows (no `position`,

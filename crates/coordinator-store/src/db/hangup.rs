@@ -3,7 +3,7 @@
 //! while it sat in the pool is replaced instead of failing a caller.
 //!
 //! A pooled connection is pinged before it is handed out only after it sat
-//! idle for over a second (`pool::PG_PING_IF_IDLE`: a ping per transaction was
+//! idle for over a second ([`pool`](crate::db::pool)`::PG_PING_IF_IDLE`: a ping per transaction was
 //! a round trip per transaction). One used a moment ago can still be dead
 //! when the server went away in that moment. Two rules close that gap:
 //! - a transaction whose `BEGIN` fails on a lost connection is begun again

@@ -26,14 +26,14 @@
 //! fragments and numbered placeholders only.
 //!
 //! Nor may it import any module of the crate outside `db/`: only
-//! `crate::StoreError` (its errors) and `crate::types` (plain values, a leaf).
+//! [`crate::StoreError`] (its errors) and [`crate::types`] (plain values, a leaf).
 //! What the layers above need done on a new connection (the fence's reading)
 //! they hand in when the pool is built ([`OnConnect`]).
 
 mod args;
 mod gates;
 mod hangup;
-mod notify;
+pub(crate) mod notify;
 mod pool;
 mod rows;
 mod run_ids;

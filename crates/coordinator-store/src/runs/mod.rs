@@ -5,7 +5,7 @@
 //! Every change to a run goes through one transaction: lock the run row, call
 //! the caller's decide closure on the snapshot, persist the actions
 //! (`persist`), update the run row where its version is still the one decided
-//! on, write the decision's audit entries (`audit::append`; the sealer chains
+//! on, write the decision's audit entries ([`audit::append`](crate::audit::append); the sealer chains
 //! them after commit), commit. Many runs' fenced reports in one transaction
 //! are `batch`'s. The run row's listing columns are written with it: the
 //! decision's `outcome` and `attention_step`, and `attention_since`, which the

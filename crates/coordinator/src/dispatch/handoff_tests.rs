@@ -1,5 +1,5 @@
 //! A report's place in hand goes to the work its decision queues
-//! (`crate::dispatch::capacity`, `committer`): on PostgreSQL (eager dispatch) a
+//! ([`crate::dispatch::capacity`], `committer`): on PostgreSQL (eager dispatch) a
 //! worker whose every place is taken carries a run under way on to its next
 //! step at once, instead of leaving that step for a claim round that takes
 //! older queued work first.

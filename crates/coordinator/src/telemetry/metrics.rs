@@ -3,7 +3,7 @@
 //! docs/reference/service.md#health-readiness-metrics).
 //!
 //! Every engine owns its own recorder (`PrometheusBuilder::build_recorder`) and
-//! records through `metrics::with_local_recorder`, so several engines in one
+//! records through [`metrics::with_local_recorder`], so several engines in one
 //! process (tests) never mix their numbers and nothing is installed globally.
 //! Counters are recorded only after the transaction that decided them
 //! committed (or, for an ignored or refused event, after nothing was written).
