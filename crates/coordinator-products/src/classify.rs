@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::SystemTime;
 
 use coordinator_core::machine::event::{CallAnswer, Observation, ReceiptAnswer};
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{DATE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
 use crate::token::TokenError;
@@ -171,10 +172,24 @@ pub(crate) fn http_code(status: u16) -> String {
     format!("http-{status}")
 }
 
-/// `Retry-After` in seconds. The HTTP-date form is ignored (`None`): the retry
-/// policy's own backoff applies.
-pub(crate) fn retry_after(headers: &HeaderMap) -> Option<u64> {
-    headers.get(RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()
+/// `Retry-After`, in whole seconds from the answer: delay-seconds as written,
+/// or an HTTP-date counted from the answer's own `Date` (the product's clock
+/// on both sides, so no skew between its clock and ours counts) or, without
+/// one, from `now`. A date already past is 0. Anything else is ignored
+/// (`None`): the retry policy's own backoff applies.
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse() {
+        return Some(seconds);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let from = headers
+        .get(DATE)
+        .and_then(|date| date.to_str().ok())
+        .and_then(|date| httpdate::parse_http_date(date.trim()).ok())
+        .unwrap_or(now);
+    // Whole seconds, a part of one counted as one: never earlier than the product asked.
+    Some(at.duration_since(from).map_or(0, |wait| wait.as_secs() + u64::from(wait.subsec_nanos() > 0)))
 }
 
 /// `{"output": …, "completions": {NAME: "<reference>"}}`: `output` must be present
@@ -227,6 +242,8 @@ pub(crate) fn observation(body: &[u8]) -> Option<Observation> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
     use serde_json::json;
 
@@ -270,17 +287,33 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_takes_seconds_only() {
-        let with = |v: &'static str| {
+    fn retry_after_takes_seconds_or_a_date() {
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2026 07:00:00 GMT").unwrap_or(SystemTime::UNIX_EPOCH);
+        let with = |pairs: &[(&'static str, &'static str)]| {
             let mut h = HeaderMap::new();
-            h.insert(RETRY_AFTER, HeaderValue::from_static(v));
-            retry_after(&h)
+            for (name, value) in pairs {
+                h.insert(*name, HeaderValue::from_static(value));
+            }
+            retry_after(&h, now)
         };
-        assert_eq!(with("7"), Some(7));
-        assert_eq!(with(" 120 "), Some(120));
-        assert_eq!(with("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(with("-1"), None);
-        assert_eq!(retry_after(&HeaderMap::new()), None);
+        assert_eq!(with(&[("retry-after", "7")]), Some(7));
+        assert_eq!(with(&[("retry-after", " 120 ")]), Some(120));
+        assert_eq!(with(&[("retry-after", "-1")]), None);
+        assert_eq!(with(&[("retry-after", "soon")]), None);
+        assert_eq!(with(&[]), None);
+        // A date counts from the answer's Date, else from now; a past one is 0.
+        let date = ("retry-after", "Wed, 21 Oct 2026 07:28:00 GMT");
+        assert_eq!(with(&[date, ("date", "Wed, 21 Oct 2026 07:27:15 GMT")]), Some(45));
+        assert_eq!(with(&[date]), Some(28 * 60));
+        assert_eq!(with(&[date, ("date", "Wed, 21 Oct 2026 08:00:00 GMT")]), Some(0));
+        assert_eq!(with(&[date, ("date", "yesterday")]), Some(28 * 60), "an unreadable Date counts from now");
+        // The two obsolete forms HTTP still allows.
+        assert_eq!(with(&[("retry-after", "Wednesday, 21-Oct-26 07:00:30 GMT")]), Some(30));
+        assert_eq!(with(&[("retry-after", "Wed Oct 21 07:01:00 2026")]), Some(60));
+        let between = now + std::time::Duration::from_millis(400);
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2026 07:00:10 GMT"));
+        assert_eq!(retry_after(&h, between), Some(10), "a part of a second counts as one");
     }
 
     #[test]

@@ -224,7 +224,8 @@ impl ProductClient {
         let answered = |answer| Explained { answer, reason: Reason::Status { status } };
         match classify::by_status(status) {
             ByStatus::NotDone => {
-                answered(CallAnswer::Retryable { retry_after_seconds: classify::retry_after(response.headers()) })
+                let retry_after = classify::retry_after(response.headers(), std::time::SystemTime::now());
+                answered(CallAnswer::Retryable { retry_after_seconds: retry_after })
             }
             ByStatus::Redirected => answered(CallAnswer::Refused { code: classify::http_code(status) }),
             ByStatus::Uncertain => answered(CallAnswer::Uncertain),

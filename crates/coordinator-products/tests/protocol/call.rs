@@ -86,8 +86,10 @@ async fn too_many_requests_and_unavailable_are_retryable_with_retry_after() {
     assert_eq!(answer_to(429, &[("retry-after", "7")], "").await, retryable(Some(7)));
     assert_eq!(answer_to(503, &[("retry-after", "30")], "busy").await, retryable(Some(30)));
     assert_eq!(answer_to(429, &[], "").await, retryable(None));
-    let date = &[("retry-after", "Wed, 21 Oct 2026 07:28:00 GMT")];
-    assert_eq!(answer_to(503, date, "").await, retryable(None));
+    // An HTTP-date counts from the answer's own Date.
+    let date = &[("retry-after", "Wed, 21 Oct 2026 07:28:00 GMT"), ("date", "Wed, 21 Oct 2026 07:27:15 GMT")];
+    assert_eq!(answer_to(503, date, "").await, retryable(Some(45)));
+    assert_eq!(answer_to(503, &[("retry-after", "in a while")], "").await, retryable(None));
     // A refusal body does not make a 429 a refusal.
     assert_eq!(answer_to(429, &[], r#"{"refusal": {"code": "slow-down"}}"#).await, retryable(None));
 }
