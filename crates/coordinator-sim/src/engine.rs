@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, Refusal};
 use crate::faults::{Control, Fault, FaultRequest, Faults};
 use crate::ledger::{EffectCount, Ledger, ReceiptLookup};
+use crate::load::{Load, LoadView};
 use crate::token::Tokens;
 
 /// What an accepted operation answers: `{"output": …, "completions": {NAME: reference}}`.
@@ -106,6 +107,8 @@ struct Inner<P> {
     state: Mutex<Shared<P>>,
     /// Answers a `timeout` fault is holding back right now.
     held: AtomicUsize,
+    /// The product requests being served, and when they arrived.
+    load: Load,
 }
 
 struct Shared<P> {
@@ -168,7 +171,8 @@ impl<P: Product> Sim<P> {
         let state =
             Shared { product, ledger: Ledger::default(), faults: Faults::default(), traceparents: VecDeque::new() };
         let held = AtomicUsize::new(0);
-        Sim { inner: Arc::new(Inner { tokens, operations, timeout_delay, state: Mutex::new(state), held }) }
+        let inner = Inner { tokens, operations, timeout_delay, state: Mutex::new(state), held, load: Load::default() };
+        Sim { inner: Arc::new(inner) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared<P>> {
@@ -194,6 +198,17 @@ impl<P: Product> Sim<P> {
     /// happened and whose answer has not been sent yet.
     pub fn answers_held(&self) -> usize {
         self.inner.held.load(Ordering::SeqCst)
+    }
+
+    /// The product requests being served now, the most at once, and when
+    /// each arrived, as `GET /v1/load` shows them.
+    pub fn load(&self) -> LoadView {
+        self.inner.load.view()
+    }
+
+    /// Starts counting the load afresh, as `DELETE /v1/load` does.
+    pub fn reset_load(&self) {
+        self.inner.load.reset();
     }
 
     /// The `traceparent` headers requests carried (operations, receipt lookups,
@@ -288,6 +303,7 @@ pub(crate) fn routes<P: Product>() -> Router<Sim<P>> {
         .route("/v1/completions/{name}/{reference}", get(completion::<P>))
         .route("/v1/faults", post(add_fault::<P>).delete(clear_faults::<P>))
         .route("/v1/effects", get(effects::<P>))
+        .route("/v1/load", get(load::<P>).delete(reset_load::<P>))
 }
 
 async fn operation<P: Product>(
@@ -296,6 +312,7 @@ async fn operation<P: Product>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let _serving = sim.inner.load.enter();
     sim.inner.tokens.authorize(&headers, P::NAME)?;
     sim.note_trace(&headers);
     let wanted = format!("{name}/{version}");
@@ -314,7 +331,9 @@ async fn operation<P: Product>(
         state.ledger.count_request(op.name, key.as_deref());
         match state.faults.take(op.name) {
             Some(Fault::Refuse { status, code }) => Plan::Fail(Refusal::new(status, code).into()),
-            Some(Fault::Unavailable) => Plan::Fail(ApiError::Unavailable { retry_after_seconds: 1 }),
+            Some(Fault::Unavailable { status, retry_after_seconds }) => {
+                Plan::Fail(ApiError::Unavailable { status, retry_after_seconds })
+            }
             Some(Fault::DropResponseAfterEffect) => Plan::Drop(state.execute(op, key.as_deref(), command)),
             Some(Fault::Timeout { delay }) => Plan::Late(delay, state.execute(op, key.as_deref(), command)),
             Some(Fault::DropRequest) => Plan::Lost,
@@ -387,6 +406,7 @@ async fn receipt<P: Product>(
     Path(key): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
+    let _serving = sim.inner.load.enter();
     sim.inner.tokens.authorize(&headers, P::NAME)?;
     sim.note_trace(&headers);
     match sim.receipt(&key) {
@@ -401,6 +421,7 @@ async fn completion<P: Product>(
     Path((name, reference)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<Completion>, ApiError> {
+    let _serving = sim.inner.load.enter();
     sim.inner.tokens.authorize(&headers, P::NAME)?;
     sim.note_trace(&headers);
     let found = sim.lock().product.completion(&name, &reference);
@@ -412,6 +433,15 @@ async fn add_fault<P: Product>(State(sim): State<Sim<P>>, body: Bytes) -> Result
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("not a fault request: {e}")))?;
     let expired = sim.control(&request)?;
     Ok(Json(json!({"fault": request.fault, "operation": request.operation, "expired": expired})))
+}
+
+async fn load<P: Product>(State(sim): State<Sim<P>>) -> Json<LoadView> {
+    Json(sim.load())
+}
+
+async fn reset_load<P: Product>(State(sim): State<Sim<P>>) -> StatusCode {
+    sim.reset_load();
+    StatusCode::NO_CONTENT
 }
 
 async fn clear_faults<P: Product>(State(sim): State<Sim<P>>) -> StatusCode {

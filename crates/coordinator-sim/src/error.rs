@@ -57,9 +57,11 @@ pub enum ApiError {
     /// `4xx {"refusal": {"code"}}`: the operation was refused without effect.
     #[error(transparent)]
     Refused(#[from] Refusal),
-    /// `503` with `Retry-After`: definitely not done, try again later.
+    /// `503` (or `429`) with `Retry-After`: definitely not done, try again later.
     #[error("unavailable; retry after {retry_after_seconds} s")]
     Unavailable {
+        /// `503` or `429`.
+        status: StatusCode,
         /// Seconds sent in `Retry-After`.
         retry_after_seconds: u64,
     },
@@ -104,8 +106,8 @@ impl IntoResponse for ApiError {
             ApiError::Refused(refusal) => {
                 (refusal.status, Json(json!({"refusal": {"code": refusal.code}}))).into_response()
             }
-            ApiError::Unavailable { retry_after_seconds } => {
-                let mut response = plain(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &message);
+            ApiError::Unavailable { status, retry_after_seconds } => {
+                let mut response = plain(status, "unavailable", &message);
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_seconds));
                 response
             }

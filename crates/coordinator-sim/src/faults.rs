@@ -28,8 +28,11 @@ pub struct FaultRequest {
     /// For `timeout`: how long the answer is held back (default: the simulator's
     /// configured delay, 30 s unless changed). Fractions allowed.
     pub delay_seconds: Option<f64>,
-    /// For `refuse`: the `4xx` status (default 422).
+    /// For `refuse`: the `4xx` status (default 422); for `unavailable`: `503`
+    /// (the default) or `429`.
     pub status: Option<u16>,
+    /// For `unavailable`: the seconds sent in `Retry-After` (default 1).
+    pub retry_after_seconds: Option<u64>,
 }
 
 /// The fault names of the control API.
@@ -40,7 +43,7 @@ pub enum FaultKind {
     DropResponseAfterEffect,
     /// Refuse with `code` and no effect.
     Refuse,
-    /// `503` with `Retry-After: 1` and no effect.
+    /// `503` (or `429`) with `Retry-After` and no effect.
     Unavailable,
     /// Perform the effect at once, answer only after a delay.
     Timeout,
@@ -62,8 +65,13 @@ pub enum Fault {
         /// The refusal code.
         code: String,
     },
-    /// `503` with `Retry-After: 1`, no effect.
-    Unavailable,
+    /// `503` or `429` with `Retry-After`, no effect.
+    Unavailable {
+        /// `503` or `429`.
+        status: StatusCode,
+        /// The seconds sent in `Retry-After`.
+        retry_after_seconds: u64,
+    },
     /// Perform the effect at once; send the normal answer after `delay`.
     Timeout {
         /// How long the answer is held back.
@@ -97,7 +105,8 @@ impl FaultRequest {
     ///
     /// # Errors
     /// [`ApiError::BadRequest`] for an unknown operation, a `refuse` without a code or
-    /// with a non-`4xx` status, a zero count or a negative or non-finite delay.
+    /// with a non-`4xx` status, an `unavailable` with a status other than 503 or
+    /// 429, a zero count or a negative or non-finite delay.
     pub(crate) fn resolve(
         &self,
         product: &str,
@@ -118,7 +127,14 @@ impl FaultRequest {
             FaultKind::ExpireReceipts => return Ok(Control::ExpireReceipts { operation }),
             FaultKind::DropResponseAfterEffect => Fault::DropResponseAfterEffect,
             FaultKind::DropRequest => Fault::DropRequest,
-            FaultKind::Unavailable => Fault::Unavailable,
+            FaultKind::Unavailable => {
+                let status = match self.status.unwrap_or(503) {
+                    503 => StatusCode::SERVICE_UNAVAILABLE,
+                    429 => StatusCode::TOO_MANY_REQUESTS,
+                    _ => return Err(ApiError::BadRequest("`status` of `unavailable` must be 503 or 429".to_owned())),
+                };
+                Fault::Unavailable { status, retry_after_seconds: self.retry_after_seconds.unwrap_or(1) }
+            }
             FaultKind::Refuse => {
                 let code = self
                     .code
@@ -197,10 +213,11 @@ mod tests {
     #[test]
     fn faults_are_taken_in_order_and_counted_down() {
         let mut faults = Faults::default();
-        faults.push("submit-message/v1", Fault::Unavailable, 2);
+        let unavailable = Fault::Unavailable { status: StatusCode::SERVICE_UNAVAILABLE, retry_after_seconds: 1 };
+        faults.push("submit-message/v1", unavailable.clone(), 2);
         faults.push("submit-message/v1", Fault::DropResponseAfterEffect, 1);
-        assert_eq!(faults.take("submit-message/v1"), Some(Fault::Unavailable));
-        assert_eq!(faults.take("submit-message/v1"), Some(Fault::Unavailable));
+        assert_eq!(faults.take("submit-message/v1"), Some(unavailable.clone()));
+        assert_eq!(faults.take("submit-message/v1"), Some(unavailable));
         assert_eq!(faults.take("submit-message/v1"), Some(Fault::DropResponseAfterEffect));
         assert_eq!(faults.take("submit-message/v1"), None);
         assert_eq!(faults.take("other/v1"), None);
@@ -223,6 +240,20 @@ mod tests {
         );
         let control = request(json!({"fault": "expire-receipts"})).resolve("messaging", OPS, Duration::from_secs(30));
         assert_eq!(control, Ok(Control::ExpireReceipts { operation: None }));
+        let unavailable = |value| match request(value).resolve("messaging", OPS, Duration::from_secs(30)) {
+            Ok(Control::Inject { fault, .. }) => fault,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            unavailable(json!({"operation": "submit-message/v1", "fault": "unavailable"})),
+            Fault::Unavailable { status: StatusCode::SERVICE_UNAVAILABLE, retry_after_seconds: 1 }
+        );
+        assert_eq!(
+            unavailable(
+                json!({"operation": "submit-message/v1", "fault": "unavailable", "status": 429, "retryAfterSeconds": 5})
+            ),
+            Fault::Unavailable { status: StatusCode::TOO_MANY_REQUESTS, retry_after_seconds: 5 }
+        );
     }
 
     #[test]
@@ -233,10 +264,13 @@ mod tests {
             json!({"operation": "submit-message/v1", "fault": "refuse"}),
             json!({"operation": "submit-message/v1", "fault": "refuse", "code": "x", "status": 503}),
             json!({"operation": "submit-message/v1", "fault": "unavailable", "count": 0}),
+            json!({"operation": "submit-message/v1", "fault": "unavailable", "status": 500}),
             json!({"operation": "submit-message/v1", "fault": "timeout", "delaySeconds": -1.0}),
         ] {
             let resolved = request(bad.clone()).resolve("messaging", OPS, Duration::from_secs(30));
             assert!(matches!(resolved, Err(ApiError::BadRequest(_))), "{bad} gave {resolved:?}");
         }
+        let negative = json!({"operation": "submit-message/v1", "fault": "unavailable", "retryAfterSeconds": -1});
+        assert!(serde_json::from_value::<FaultRequest>(negative).is_err(), "not a number of seconds");
     }
 }

@@ -17,7 +17,8 @@
 //! - `GET {base}/v1/receipts/{idempotencyKey}` — bearer token required;
 //! - `GET {base}/v1/completions/{name}/{reference}` — bearer token required;
 //! - control API, open (it is the test harness's, not the coordinator's):
-//!   `POST|DELETE {base}/v1/faults`, `GET {base}/v1/effects`, and for casework
+//!   `POST|DELETE {base}/v1/faults`, `GET {base}/v1/effects`,
+//!   `GET|DELETE {base}/v1/load`, and for casework
 //!   `POST {base}/v1/reviews/{reference}/decision`.
 //!
 //! Modules:
@@ -26,6 +27,8 @@
 //!   ([`Sim`], [`Product`]).
 //! - [`ledger`]: what a simulator remembers per idempotency key, and the counts
 //!   of requests and effects ([`EffectCount`]).
+//! - [`load`]: the product requests being served, the most at once, and
+//!   when each arrived ([`LoadView`]).
 //! - [`faults`]: the `POST {base}/v1/faults` request and the queues the next
 //!   calls take their fault from ([`Fault`]).
 //! - [`error`]: the answers a simulator gives when it does not accept
@@ -42,6 +45,7 @@ mod error;
 pub mod evaluation;
 mod faults;
 mod ledger;
+mod load;
 pub mod messaging;
 pub mod scheduling;
 pub mod token;
@@ -55,6 +59,7 @@ pub use engine::{Accepted, Completion, Product, Sim};
 pub use error::{ApiError, Refusal};
 pub use faults::{Fault, FaultKind, FaultRequest};
 pub use ledger::{EffectCount, ReceiptLookup};
+pub use load::{ARRIVALS_KEPT, LoadView};
 pub use token::{Client, Tokens};
 
 use breg::Breg;

@@ -45,6 +45,23 @@ async fn unavailable_is_a_503_with_retry_after_and_no_effect() {
 }
 
 #[tokio::test]
+async fn unavailable_can_be_a_429_with_the_retry_after_asked_for() {
+    let h = start_default().await;
+    let fault = json!({"operation": "submit-message/v1", "fault": "unavailable", "status": 429,
+        "retryAfterSeconds": 5, "count": 2});
+    assert_eq!(h.fault("messaging", &fault).await, StatusCode::OK);
+    for _ in 0..2 {
+        let response = h.call("messaging", "submit-message/v1", Some("k"), &message("p")).await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("5"));
+    }
+    assert_eq!(h.counts("messaging", "submit-message/v1", Some("k")).await, (2, 0));
+    h.accepted("messaging", "submit-message/v1", Some("k"), &message("p")).await;
+    let bad = json!({"operation": "submit-message/v1", "fault": "unavailable", "status": 500});
+    assert_eq!(h.fault("messaging", &bad).await, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
 async fn timeout_acts_at_once_and_answers_after_the_delay() {
     let h = start_default().await;
     let fault = json!({"operation": "submit-message/v1", "fault": "timeout", "delaySeconds": 0.2, "count": 2});

@@ -7,5 +7,6 @@ mod catalog;
 mod faults;
 mod harness;
 mod idempotency;
+mod load;
 mod receipts;
 mod refusals;

@@ -33,6 +33,7 @@ fn a_mutation_claimed_by_a_dead_worker_is_reported_uncertain_not_resent() {
             count: Some(1),
             delay_seconds: None,
             status: None,
+            retry_after_seconds: None,
         };
         assert!(dev.sims.casework.control(&fault).is_ok(), "fault injected");
         let run = admit(&dev.url(), &dev.revision, "redispatch-1").await;
