@@ -24,6 +24,8 @@
 //! - [`editor_schema`]: the JSON Schemas of the file formats, generated from
 //!   the model for editors (the copies under `schemas/`).
 //! - [`signature`]: verifying a signed product event's `Coordinator-Signature`.
+//! - [`pace`]: how fast a connection's product may be called: limits, a
+//!   shared hold, a slow-down and a breaker, as pure rules on a given clock.
 //! - [`audit`]: the audit journal's hash chain: an entry's canonical encoding,
 //!   its hash, and verification of a journal read back.
 
@@ -36,6 +38,7 @@ pub mod editor_schema;
 pub mod json_schema;
 pub mod machine;
 pub mod model;
+pub mod pace;
 pub mod package;
 pub mod scenario;
 pub mod signature;
