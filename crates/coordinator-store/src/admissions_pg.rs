@@ -35,7 +35,8 @@ use crate::types::{ClaimedRun, Decision, EagerLease, NewRun, WorkItem, WorkKind}
 /// (`k`), the run rows whose key was taken for them (`r`), then their first
 /// decisions' rows, each naming its run (outbox `$15`–`$22`, each row leased
 /// at once where `$21` says so, to `$23` until `$22`; timers `$24`–`$26`;
-/// waits `$27`–`$29`; journal rows `$30`–`$34`). `$gate` (a literal, `""` for
+/// waits `$27`–`$29`; journal rows `$30`–`$34`; each outbox row's connection
+/// `$35`). `$gate` (a literal, `""` for
 /// none) is a condition on each run of `i`. `'attention'` is
 /// `RunState::Attention.as_str()` (a test in `runs` keeps them equal).
 macro_rules! admit_pg_sql {
@@ -56,11 +57,11 @@ macro_rules! admit_pg_sql {
      SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, admitted_at, admitted_at, 1, \
      snapshot, trace_parent, outcome, attention_step, CASE WHEN state = 'attention' THEN admitted_at END, \
      snapshot_base FROM i WHERE idempotency_key IS NULL OR id IN (SELECT run_id FROM k) RETURNING id), \
-   q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims, lane) \
-     SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, CASE WHEN q.eager THEN $23::text END, \
-     CASE WHEN q.eager THEN q.until END, CASE WHEN q.eager THEN 1 ELSE 0 END, q.lane \
+   q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims, lane, \
+     conn) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, CASE WHEN q.eager THEN $23::text END, \
+     CASE WHEN q.eager THEN q.until END, CASE WHEN q.eager THEN 1 ELSE 0 END, q.lane, q.conn \
      FROM unnest($15::uuid[], $16::text[], $17::text[], $18::bigint[], $19::bigint[], $20::text[], $21::bool[], \
-     $22::bigint[]) AS q(run_id, step, kind, attempt, not_before, lane, eager, until) \
+     $22::bigint[], $35::text[]) AS q(run_id, step, kind, attempt, not_before, lane, eager, until, conn) \
      WHERE q.run_id IN (SELECT id FROM r)), \
    t AS (INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT t.run_id, t.timer, t.due_at, NULL, NULL FROM unnest($24::uuid[], $25::text[], $26::bigint[]) \
@@ -181,7 +182,7 @@ pub(crate) fn add_writes<'a>(
     journal: &mut Vec<(&'a str, Line<'a>)>,
     until: &mut Vec<i64>,
 ) -> Result<Option<bool>, StoreError> {
-    let all: Vec<Write<'a>> = decision_writes(&a.decision.actions, &a.decision.lanes);
+    let all: Vec<Write<'a>> = decision_writes(&a.decision.actions, &a.decision.lanes, &a.decision.connections);
     if !groupable(&all)? {
         return Ok(None);
     }
@@ -252,6 +253,7 @@ pub(crate) async fn admit(
         Arg::MaybeTexts(firsts.iter().map(|(_, l)| l.step.as_deref().map(str::to_owned)).collect()),
         Arg::Texts(firsts.iter().map(|(_, l)| l.detail.clone().into_owned()).collect()),
         Arg::MaybeTexts(mores),
+        Arg::MaybeTexts(q.7.clone()),
     ]);
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     let mut created = std::collections::HashSet::new();

@@ -50,10 +50,10 @@ const INSERT_RUNS: &str = concat!(
     gate_sql!(),
     " ORDER BY j.key RETURNING id"
 );
-/// Outbox rows `[run, step, kind, attempt, not before, lane]`, unleased.
+/// Outbox rows `[run, step, kind, attempt, not before, lane, connection]`, unleased.
 const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
-     claims, lane) SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, NULL, NULL, 0, \
-     j.value ->> 5 FROM json_each($1) AS j ORDER BY j.key";
+     claims, lane, conn) SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, NULL, \
+     NULL, 0, j.value ->> 5, j.value ->> 6 FROM json_each($1) AS j ORDER BY j.key";
 /// Timers `[run, timer, due at]`.
 const SET_TIMERS: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, NULL, NULL FROM json_each($1) AS j ORDER BY j.key";
@@ -106,7 +106,7 @@ async fn write_rows(
     let q = &grouped.queue_work;
     let work: Vec<Value> = (0..q.0.len())
         .filter(|&i| created.contains(&q.0[i]))
-        .map(|i| json!([q.0[i], q.1[i], q.2[i], q.3[i], q.4[i], q.5[i]]))
+        .map(|i| json!([q.0[i], q.1[i], q.2[i], q.3[i], q.4[i], q.5[i], q.7[i]]))
         .collect();
     let t = &grouped.set_timers;
     let timers: Vec<Value> =

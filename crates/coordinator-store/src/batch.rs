@@ -70,14 +70,15 @@ const END_TIMERS_PG: &str = "DELETE FROM timers WHERE run_id = ANY($1)";
 const END_WAITS_PG: &str = "DELETE FROM waits WHERE run_id = ANY($1)";
 /// Queues rows, each leased at once to `$8` until `$9` where `$7` says so
 /// (eager dispatch, `commit_leases`), and returns them with their lease owner.
+/// `$10` the connection of each.
 const QUEUE_WORK_PG: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
-     claims, lane) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, \
+     claims, lane, conn) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, \
      CASE WHEN q.eager THEN $8::text END, CASE WHEN q.eager THEN $9::bigint END, CASE WHEN q.eager THEN 1 ELSE 0 END, \
-     q.lane FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[]) \
-     AS q(run_id, step, kind, attempt, not_before, lane, eager) \
+     q.lane, q.conn FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], \
+     $10::text[]) AS q(run_id, step, kind, attempt, not_before, lane, eager, conn) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
      not_before = excluded.not_before, lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, \
-     claims = excluded.claims, lane = excluded.lane \
+     claims = excluded.claims, lane = excluded.lane, conn = excluded.conn \
      RETURNING run_id, step, kind, attempt, not_before, claims, lease_owner";
 const SET_TIMERS_PG: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT s.run_id, s.timer, s.due_at, NULL, NULL FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS s(run_id, timer, due_at) \
@@ -153,7 +154,7 @@ impl Store {
         }
         let mut tx = self.pool.begin_for(Writer::Background).await?;
         // Read once the connection is taken, as a claim reads it.
-        let lease = lease.filter(|_| crate::fence::refuse(&self.fence).is_ok());
+        let lease = self.eager(lease).filter(|_| crate::fence::refuse(&self.fence).is_ok());
         let batched = match tx.dialect() {
             Dialect::Pg => batch_pg(&mut tx, claims, owner, at, lease, &mut decide).await?,
             Dialect::Sqlite => {
@@ -236,7 +237,7 @@ where
     let planned: Vec<Planned<'_>> = decided
         .iter()
         .map(|(claim, _, d)| {
-            let writes = decision_writes(&d.actions, &d.lanes);
+            let writes = decision_writes(&d.actions, &d.lanes, &d.connections);
             Ok(Planned { run: run_of(claim), groupable: groupable(&writes)?, writes, on_hold: d.held })
         })
         .collect::<Result<_, StoreError>>()?;
@@ -363,9 +364,9 @@ pub(crate) struct Grouped {
     pub(crate) clear_timers: (Texts, Texts),
     pub(crate) close_waits: (Texts, Texts),
     pub(crate) end: Texts,
-    /// Run, step, kind, attempt, not before, lane; and whether the row is
-    /// leased to the batch's worker as it is queued (`commit_leases`).
-    pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints, MaybeTexts, Vec<bool>),
+    /// Run, step, kind, attempt, not before, lane; whether the row is
+    /// leased to the batch's worker as it is queued (`commit_leases`); its connection.
+    pub(crate) queue_work: (Texts, Texts, Texts, Ints, Ints, MaybeTexts, Vec<bool>, MaybeTexts),
     pub(crate) set_timers: (Texts, Texts, Ints),
     pub(crate) open_waits: (Texts, Texts, Texts),
 }
@@ -395,7 +396,7 @@ impl Grouped {
                 self.close_waits.1.push((*step).to_owned());
             }
             Write::EndWork => self.end.push(r),
-            Write::QueueWork { step, kind, attempt, not_before, lane } => {
+            Write::QueueWork { step, kind, attempt, not_before, lane, conn } => {
                 let q = &mut self.queue_work;
                 q.0.push(r);
                 q.1.push((*step).to_owned());
@@ -404,6 +405,7 @@ impl Grouped {
                 q.4.push(not_before.unwrap_or(at));
                 q.5.push(lane.map(str::to_owned));
                 q.6.push(eager);
+                q.7.push(conn.map(str::to_owned));
             }
             Write::SetTimer { timer, due_at } => {
                 let s = &mut self.set_timers;
@@ -465,7 +467,7 @@ impl Grouped {
         }
         let mut queued = Vec::new();
         if !queue_work.0.is_empty() {
-            let (a, b, c, d, e, f, g) = queue_work;
+            let (a, b, c, d, e, f, g, h) = queue_work;
             let args = vec![
                 Arg::Ids(a),
                 Arg::Texts(b),
@@ -476,6 +478,7 @@ impl Grouped {
                 Arg::Flags(g),
                 owner.into(),
                 until.into(),
+                Arg::MaybeTexts(h),
             ];
             queued = tx.fetch_all(QUEUE_WORK_PG, args).await?;
         }

@@ -64,14 +64,15 @@ const END_WORK: [&str; 3] = [
     "DELETE FROM timers WHERE run_id IN (SELECT value FROM json_each($1))",
     "DELETE FROM waits WHERE run_id IN (SELECT value FROM json_each($1))",
 ];
-/// Outbox rows `[run, step, kind, attempt, not before, lane]` queued, as
+/// Outbox rows `[run, step, kind, attempt, not before, lane, connection]` queued, as
 /// `persist`'s single upsert (`WHERE true`: SQLite's parser needs it before
 /// `ON CONFLICT` in an `INSERT … SELECT`).
 const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
-     claims, lane) SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, NULL, NULL, 0, \
-     value ->> 5 FROM json_each($1) WHERE true ORDER BY key \
+     claims, lane, conn) SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, NULL, NULL, 0, \
+     value ->> 5, value ->> 6 FROM json_each($1) WHERE true ORDER BY key \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
-     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane";
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane, \
+     conn = excluded.conn";
 /// Timers `[run, timer, due at]` set.
 const SET_TIMERS: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
      SELECT value ->> 0, value ->> 1, value ->> 2, NULL, NULL FROM json_each($1) WHERE true ORDER BY key \
@@ -196,7 +197,7 @@ async fn persist_all<'a>(
     let mut journal = Vec::new();
     let mut wakes = false;
     for (run, decision) in decided {
-        let writes = decision_writes(&decision.actions, &decision.lanes);
+        let writes = decision_writes(&decision.actions, &decision.lanes, &decision.connections);
         journal.extend(writes.iter().filter_map(Write::journal_line).map(|line| (*run, line)));
         wakes |= writes.iter().any(|w| w.wakes(at));
         if groupable(&writes)? {
@@ -232,7 +233,7 @@ async fn execute_grouped(tx: &mut Tx, g: Grouped) -> Result<(), StoreError> {
         (END_WORK[0], json!(g.end)),
         (END_WORK[1], json!(g.end)),
         (END_WORK[2], json!(g.end)),
-        (QUEUE_WORK, rows(q.0.len(), &|i| json!([q.0[i], q.1[i], q.2[i], q.3[i], q.4[i], q.5[i]]))),
+        (QUEUE_WORK, rows(q.0.len(), &|i| json!([q.0[i], q.1[i], q.2[i], q.3[i], q.4[i], q.5[i], q.7[i]]))),
         (SET_TIMERS, rows(s.0.len(), &|i| json!([s.0[i], s.1[i], s.2[i]]))),
         (OPEN_WAITS, rows(o.0.len(), &|i| json!([o.0[i], o.1[i], o.2[i]]))),
     ];

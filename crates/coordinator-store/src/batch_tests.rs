@@ -9,7 +9,7 @@ use super::*;
 use crate::types::WorkKind;
 
 fn all(actions: &[Action]) -> Vec<Write<'_>> {
-    decision_writes(actions, &[])
+    decision_writes(actions, &[], &[])
 }
 
 #[test]
@@ -21,7 +21,7 @@ fn a_retry_deletes_the_old_attempt_before_queueing_the_next() {
     assert_eq!(groupable(&all(&retry)).ok(), Some(true));
     let finish_then_queue = [
         Write::FinishWork { step: "s", kind: WorkKind::Attempt, attempt: Some(1) },
-        Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: None, lane: None },
+        Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: None, lane: None, conn: None },
     ];
     assert_eq!(groupable(&finish_then_queue).ok(), Some(true), "deletes run first anyway");
 }
@@ -29,7 +29,7 @@ fn a_retry_deletes_the_old_attempt_before_queueing_the_next() {
 #[test]
 fn a_row_written_after_it_was_inserted_keeps_its_order() {
     let queue_then_finish = [
-        Write::QueueWork { step: "s", kind: WorkKind::Receipt, attempt: 0, not_before: None, lane: None },
+        Write::QueueWork { step: "s", kind: WorkKind::Receipt, attempt: 0, not_before: None, lane: None, conn: None },
         Write::FinishWork { step: "s", kind: WorkKind::Receipt, attempt: None },
     ];
     assert_eq!(groupable(&queue_then_finish).ok(), Some(false));

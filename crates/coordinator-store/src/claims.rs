@@ -18,6 +18,9 @@
 //! here while it waits for an offer (`remote`); once its lease ran out (an
 //! offer not acquired, a remote lease not reported) it is claimed here like
 //! any other, and the engine decides what becomes of it (`Store::relane`).
+//!
+//! No claim takes a row whose connection an operator paused, and when work
+//! is next due is read without them ([`connections`](crate::connections)).
 
 use crate::db::{Arg, Dialect, Pool, Row, Tx, Writer};
 use crate::persist::{parse_timer, timer_key};
@@ -48,7 +51,9 @@ macro_rules! claim_work_sql {
             $pick,
             " FROM outbox o JOIN runs r ON r.id = o.run_id WHERE ",
             $rows,
-            " AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') ORDER BY ",
+            " AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') AND ",
+            crate::connections::not_paused!("o.conn"),
+            " ORDER BY ",
             $order,
             " LIMIT ",
             $limit,
@@ -149,14 +154,16 @@ macro_rules! next_due_sql {
                WHERE o.lease_until IS NULL AND o.lane IS NULL AND (NOT r.held OR o.kind = 'receipt') \
                AND (",
             $scope,
-            " = 0 OR o.kind = 'receipt')",
+            " = 0 OR o.kind = 'receipt') AND ",
+            crate::connections::not_paused!("o.conn"),
             $work,
             " ORDER BY o.not_before LIMIT 1) AS due \
              UNION ALL SELECT (SELECT o.lease_until + 1 FROM outbox o JOIN runs r ON r.id = o.run_id \
                WHERE o.lease_until IS NOT NULL AND (NOT r.held OR o.kind = 'receipt') \
                AND (",
             $scope,
-            " = 0 OR o.kind = 'receipt')",
+            " = 0 OR o.kind = 'receipt') AND ",
+            crate::connections::not_paused!("o.conn"),
             $work,
             " ORDER BY o.lease_until LIMIT 1) \
              UNION ALL SELECT (SELECT t.due_at FROM timers t JOIN runs r ON r.id = t.run_id \

@@ -24,6 +24,7 @@
 //! - `batch_sqlite`: group commit of fenced reports on SQLite.
 //! - `batch`: group commit of fenced reports: many runs' reports in one transaction.
 //! - `claims`: leases on outbox and timer rows, the fencing check, when work is next due.
+//! - `connections`: the deployment's state of each connection: an operator's pause.
 //! - `commit_leases`: eager dispatch: work a batch queues, leased at once to its committing worker.
 //! - `db`: the database layer: pool and dialect, transactions, arguments, rows, gates, LISTEN/NOTIFY.
 //! - `error`: [`StoreError`], the one error type of every layer (a leaf).
@@ -57,6 +58,7 @@ mod batch_leases;
 mod batch_sqlite;
 mod claims;
 mod commit_leases;
+mod connections;
 mod db;
 mod error;
 mod events;
@@ -81,6 +83,7 @@ mod wakeups;
 pub use active_revisions::ActiveRevision;
 pub use audit::AuditPage;
 pub use commit_leases::Batched;
+pub use connections::{ConnectionState, Pause};
 pub use db::Wakeups;
 pub use error::StoreError;
 pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
@@ -104,6 +107,8 @@ pub struct Store {
     pool: db::Pool,
     /// What this process remembers of the database (`fence`).
     fence: std::sync::Arc<fence::Memory>,
+    /// What this process remembers of the connections' pauses (`connections`).
+    connections: std::sync::Arc<connections::Memory>,
 }
 
 impl Store {
@@ -113,7 +118,8 @@ impl Store {
         let fence = std::sync::Arc::new(fence::Memory::default());
         // The fence reads every new PostgreSQL connection before anything uses it.
         let on_connect: std::sync::Arc<dyn db::OnConnect> = std::sync::Arc::<fence::Memory>::clone(&fence);
-        Ok(Store { pool: db::Pool::connect(url, on_connect).await?, fence })
+        let connections = std::sync::Arc::default();
+        Ok(Store { pool: db::Pool::connect(url, on_connect).await?, fence, connections })
     }
 
     /// Brings the schema up to date, applying the migrations a database has not

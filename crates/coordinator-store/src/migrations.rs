@@ -40,6 +40,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (18, "snapshot base", include_str!("../migrations/sqlite/0018_snapshot_base.sql")),
     (19, "revision prefix", include_str!("../migrations/sqlite/0019_revision_prefix.sql")),
     (20, "uuid run ids", include_str!("../migrations/sqlite/0020_uuid_run_ids.sql")),
+    (21, "connections", include_str!("../migrations/sqlite/0021_connections.sql")),
 ];
 const PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -62,6 +63,7 @@ const PG: &[(i64, &str, &str)] = &[
     (18, "snapshot base", include_str!("../migrations/pg/0018_snapshot_base.sql")),
     (19, "revision prefix", include_str!("../migrations/pg/0019_revision_prefix.sql")),
     (20, "uuid run ids", include_str!("../migrations/pg/0020_uuid_run_ids.sql")),
+    (21, "connections", include_str!("../migrations/pg/0021_connections.sql")),
 ];
 
 /// A released migration whose comments were reworded after its release.

@@ -20,10 +20,12 @@
 //! the sealer chains after commit. `batch` groups the same writes of many
 //! runs' decisions into set-based statements.
 //!
-//! A queued row's lane comes from the decision, not the action
-//! ([`decision_writes`]): a row of a step the decision lists in
-//! `Decision::lanes` is written in that lane, any other without one, and
-//! queueing a row again sets its lane afresh.
+//! A queued row's lane and connection come from the decision, not the
+//! action ([`decision_writes`]): a row of a step the decision lists in
+//! `Decision::lanes` is written in that lane, any other without one; a row
+//! of a step it lists in `Decision::connections` names that connection
+//! (which a pause holds back, [`connections`](crate::connections)); queueing
+//! a row again sets both afresh.
 
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::event::Timer;
@@ -38,8 +40,16 @@ use crate::{StoreError, wakeups};
 pub(crate) enum Write<'a> {
     /// Upsert the outbox row of (step, kind), clearing any lease and its claim
     /// count; due at once when `not_before` is `None`; in `lane` (a remote
-    /// connection's), or served in-process when `None`.
-    QueueWork { step: &'a str, kind: WorkKind, attempt: i64, not_before: Option<i64>, lane: Option<&'a str> },
+    /// connection's), or served in-process when `None`; its request goes to
+    /// connection `conn` (`None`: unknown to the store).
+    QueueWork {
+        step: &'a str,
+        kind: WorkKind,
+        attempt: i64,
+        not_before: Option<i64>,
+        lane: Option<&'a str>,
+        conn: Option<&'a str>,
+    },
     /// Delete the outbox row of (step, kind); only with this attempt when given.
     FinishWork { step: &'a str, kind: WorkKind, attempt: Option<i64> },
     /// Upsert a timer, clearing any lease.
@@ -110,6 +120,7 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
                 attempt: i64::from(*attempt),
                 not_before: Some(not_before.0),
                 lane: None,
+                conn: None,
             }]
         }
         Action::RecordEffect { step, attempt, .. } => vec![
@@ -119,7 +130,7 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
         ],
         // A receipt lookup has no attempt of its own; its lease owner alone fences it.
         Action::RequestReceipt { step } => {
-            vec![QueueWork { step, kind: WorkKind::Receipt, attempt: 0, not_before: None, lane: None }]
+            vec![QueueWork { step, kind: WorkKind::Receipt, attempt: 0, not_before: None, lane: None, conn: None }]
         }
         Action::RecordReceipt { step, .. } => vec![FinishWork { step, kind: WorkKind::Receipt, attempt: None }],
         Action::Observe { step, seq, at } => {
@@ -129,6 +140,7 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
                 attempt: i64::from(*seq),
                 not_before: Some(at.0),
                 lane: None,
+                conn: None,
             }]
         }
         Action::RecordObservation { step, .. } => {
@@ -154,13 +166,22 @@ pub(crate) fn writes(action: &Action) -> Vec<Write<'_>> {
 }
 
 /// The writes of a decision's actions, in order, each queued row in the lane
-/// `lanes` lists for its step (none when the step is not listed).
-pub(crate) fn decision_writes<'a>(actions: &'a [Action], lanes: &'a [(String, String)]) -> Vec<Write<'a>> {
+/// `lanes` lists for its step and naming the connection `connections` lists
+/// for it (none when the step is not listed).
+pub(crate) fn decision_writes<'a>(
+    actions: &'a [Action],
+    lanes: &'a [(String, String)],
+    connections: &'a [(String, String)],
+) -> Vec<Write<'a>> {
     let mut all: Vec<Write<'a>> = actions.iter().flat_map(writes).collect();
-    if !lanes.is_empty() {
+    let of = |list: &'a [(String, String)], step: &str| {
+        list.iter().find(|(listed, _)| listed == step).map(|(_, named)| named.as_str())
+    };
+    if !lanes.is_empty() || !connections.is_empty() {
         for write in &mut all {
-            if let Write::QueueWork { step, lane, .. } = write {
-                *lane = lanes.iter().find(|(listed, _)| listed == step).map(|(_, l)| l.as_str());
+            if let Write::QueueWork { step, lane, conn, .. } = write {
+                *lane = of(lanes, step);
+                *conn = of(connections, step);
             }
         }
     }
@@ -190,9 +211,10 @@ pub(crate) fn parse_timer(key: &str) -> Result<Timer, StoreError> {
 }
 
 const QUEUE_WORK: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
-     claims, lane) VALUES ($1, $2, $3, $4, $5, NULL, NULL, 0, $6) \
+     claims, lane, conn) VALUES ($1, $2, $3, $4, $5, NULL, NULL, 0, $6, $7) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
-     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane";
+     not_before = excluded.not_before, lease_owner = NULL, lease_until = NULL, claims = 0, lane = excluded.lane, \
+     conn = excluded.conn";
 const FINISH_WORK: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3";
 const FINISH_ATTEMPT: &str = "DELETE FROM outbox WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4";
 const SET_TIMER: &str = "INSERT INTO timers (run_id, timer, due_at, lease_owner, lease_until) \
@@ -207,7 +229,7 @@ const CLOSE_WAIT: &str = "DELETE FROM waits WHERE run_id = $1 AND step = $2";
 const END_WAITS: &str = "DELETE FROM waits WHERE run_id = $1";
 
 /// Persists every action of a decision, in order, inside `tx` (queued rows
-/// in the lanes `lanes` lists, [`decision_writes`]); notifies other
+/// in the lanes `lanes` lists, naming `connections`, [`decision_writes`]); notifies other
 /// processes once if any of them queued work or set a timer. Returns the
 /// decision's audit entries, in order, for the caller to write.
 pub(crate) async fn persist<'a>(
@@ -216,10 +238,11 @@ pub(crate) async fn persist<'a>(
     at: i64,
     actions: &'a [Action],
     lanes: &'a [(String, String)],
+    connections: &'a [(String, String)],
 ) -> Result<Vec<Line<'a>>, StoreError> {
     let mut wakes = false;
     let mut journal = Vec::new();
-    for write in decision_writes(actions, lanes) {
+    for write in decision_writes(actions, lanes, connections) {
         wakes |= write.wakes(at);
         match write.journal_line() {
             Some(line) => journal.push(line),
@@ -235,9 +258,17 @@ pub(crate) async fn persist<'a>(
 pub(crate) async fn execute(tx: &mut Tx, run_id: &str, at: i64, write: Write<'_>) -> Result<(), StoreError> {
     let run = Arg::id(run_id);
     match write {
-        Write::QueueWork { step, kind, attempt, not_before, lane } => {
+        Write::QueueWork { step, kind, attempt, not_before, lane, conn } => {
             let not_before = not_before.unwrap_or(at);
-            let args = vec![run, step.into(), kind.as_str().into(), attempt.into(), not_before.into(), lane.into()];
+            let args = vec![
+                run,
+                step.into(),
+                kind.as_str().into(),
+                attempt.into(),
+                not_before.into(),
+                lane.into(),
+                conn.into(),
+            ];
             tx.execute(QUEUE_WORK, args).await?;
         }
         Write::FinishWork { step, kind, attempt: None } => {
@@ -301,26 +332,34 @@ mod tests {
         let dispatch = Action::Dispatch { step: "s".into(), attempt: 2, not_before: Instant(7) };
         assert_eq!(
             writes(&dispatch),
-            vec![Write::QueueWork { step: "s", kind: WorkKind::Attempt, attempt: 2, not_before: Some(7), lane: None }]
+            vec![Write::QueueWork {
+                step: "s",
+                kind: WorkKind::Attempt,
+                attempt: 2,
+                not_before: Some(7),
+                lane: None,
+                conn: None
+            }]
         );
     }
 
     #[test]
-    fn queued_rows_take_the_lane_of_their_step_only() {
+    fn queued_rows_take_the_lane_and_connection_of_their_step_only() {
         let actions = [
             Action::Dispatch { step: "s".into(), attempt: 1, not_before: Instant(7) },
             Action::RequestReceipt { step: "s".into() },
             Action::Dispatch { step: "t".into(), attempt: 1, not_before: Instant(7) },
         ];
         let lanes = vec![("s".to_owned(), "breg".to_owned()), ("u".to_owned(), "casework".to_owned())];
-        let laned: Vec<Option<&str>> = decision_writes(&actions, &lanes)
+        let connections = vec![("s".to_owned(), "breg".to_owned()), ("t".to_owned(), "messaging".to_owned())];
+        let laned: Vec<(Option<&str>, Option<&str>)> = decision_writes(&actions, &lanes, &connections)
             .iter()
             .map(|w| match w {
-                Write::QueueWork { lane, .. } => *lane,
-                _ => Some("not queued"),
+                Write::QueueWork { lane, conn, .. } => (*lane, *conn),
+                _ => (Some("not queued"), None),
             })
             .collect();
-        assert_eq!(laned, vec![Some("breg"), Some("breg"), None]);
+        assert_eq!(laned, vec![(Some("breg"), Some("breg")), (Some("breg"), Some("breg")), (None, Some("messaging"))]);
     }
 
     #[test]

@@ -30,7 +30,8 @@
 //! lane in claim order from `outbox_lanes` (rows another offer or claim has
 //! locked are skipped) and the rows whose window ran out from
 //! `outbox_lanes_leased`; on SQLite one writing transaction reads
-//! `outbox_lanes` (migration 0016). This module must not change snapshots or
+//! `outbox_lanes` (migration 0016). A lane whose connection an operator
+//! paused is offered nothing ([`connections`](crate::connections)). This module must not change snapshots or
 //! run rows, except through a report's decision.
 
 use std::borrow::Cow;
@@ -73,7 +74,9 @@ macro_rules! offer_part_pg {
             " AS rank FROM outbox o JOIN runs r ON r.id = o.run_id \
              WHERE o.lane = l.value AND o.lane IS NOT NULL AND ",
             $rows,
-            " AND o.not_before <= $3 AND (NOT r.held OR o.kind = 'receipt') ORDER BY ",
+            " AND o.not_before <= $3 AND (NOT r.held OR o.kind = 'receipt') AND ",
+            crate::connections::not_paused!("o.lane"),
+            " ORDER BY ",
             $order,
             ", o.run_id, o.step, o.kind LIMIT ",
             $limit,
@@ -106,8 +109,9 @@ const OFFER_SQLITE: &str = concat!(
     "UPDATE outbox SET lease_owner = $1, lease_until = $2 \
      WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
      WHERE o.lane IN (SELECT l.value FROM json_each($5) AS l) AND o.lane IS NOT NULL AND o.not_before <= $3 \
-     AND (o.lease_until IS NULL OR o.lease_until < $3) AND (NOT r.held OR o.kind = 'receipt') \
-     ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) ",
+     AND (o.lease_until IS NULL OR o.lease_until < $3) AND (NOT r.held OR o.kind = 'receipt') AND ",
+    crate::connections::not_paused!("o.lane"),
+    " ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) ",
     offered_columns!()
 );
 /// `$1`–`$5` the row and the offer's name (`claims::work_args`), `$6` the
@@ -149,11 +153,13 @@ macro_rules! offered_work_sql {
             "SELECT MIN(due) FROM (\
              SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
                WHERE o.lane = l.value AND o.lane IS NOT NULL AND o.lease_until IS NULL \
-               AND (NOT r.held OR o.kind = 'receipt') ORDER BY o.not_before LIMIT 1) AS due FROM ",
+               AND (NOT r.held OR o.kind = 'receipt') AND NOT EXISTS (SELECT 1 FROM connections pc \
+               WHERE pc.name = o.lane AND pc.paused_at IS NOT NULL) ORDER BY o.not_before LIMIT 1) AS due FROM ",
             $lanes,
             " UNION ALL SELECT (SELECT o.lease_until + 1 FROM outbox o JOIN runs r ON r.id = o.run_id \
                WHERE o.lane = l.value AND o.lane IS NOT NULL AND o.lease_until IS NOT NULL \
-               AND (NOT r.held OR o.kind = 'receipt') ORDER BY o.lease_until LIMIT 1) FROM ",
+               AND (NOT r.held OR o.kind = 'receipt') AND NOT EXISTS (SELECT 1 FROM connections pc \
+               WHERE pc.name = o.lane AND pc.paused_at IS NOT NULL) ORDER BY o.lease_until LIMIT 1) FROM ",
             $lanes,
             ") AS pending"
         )

@@ -25,24 +25,33 @@ const RUNS_BY_STATE: &str = "SELECT state, COUNT(*) FROM runs GROUP BY state";
 /// `outbox_claim_order` across every due row instead). Timers: the first
 /// claimable due timer in `timers_claim_order` order, as the timer claim
 /// reads it. As with `next_due_sql!` in `claims`, 100 000 waiting rows cost
-/// what ten do; rows of held runs at the head of a queue are stepped over.
-const QUEUE_HEADS: &str = "WITH RECURSIVE lanes (lane) AS (\
+/// what ten do; rows of held runs at the head of a queue are stepped over,
+/// and so are rows of paused connections (`connections`), which are not claimable.
+const QUEUE_HEADS: &str = concat!(
+    "WITH RECURSIVE lanes (lane) AS (\
      SELECT (SELECT o.lane FROM outbox o WHERE o.lane IS NOT NULL AND o.lease_until IS NULL ORDER BY o.lane LIMIT 1) \
      UNION ALL SELECT (SELECT o.lane FROM outbox o WHERE o.lane > l.lane AND o.lane IS NOT NULL \
        AND o.lease_until IS NULL ORDER BY o.lane LIMIT 1) FROM lanes l WHERE l.lane IS NOT NULL) \
    SELECT (SELECT MIN(due) FROM (\
      SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
        WHERE o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $1 AND (NOT r.held OR o.kind = 'receipt') \
-       ORDER BY o.not_before LIMIT 1) AS due \
+       AND ",
+    crate::connections::not_paused!("o.conn"),
+    " ORDER BY o.not_before LIMIT 1) AS due \
      UNION ALL SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
        WHERE o.lane = l.lane AND o.lane IS NOT NULL AND o.lease_until IS NULL AND o.not_before <= $1 \
-       AND (NOT r.held OR o.kind = 'receipt') ORDER BY o.not_before LIMIT 1) FROM lanes l WHERE l.lane IS NOT NULL \
+       AND (NOT r.held OR o.kind = 'receipt') AND ",
+    crate::connections::not_paused!("o.lane"),
+    " ORDER BY o.not_before LIMIT 1) FROM lanes l WHERE l.lane IS NOT NULL \
      UNION ALL SELECT (SELECT MIN(CASE WHEN o.not_before <= $1 THEN o.not_before END) FROM outbox o \
        WHERE o.lease_until < $1 \
-       AND (o.kind = 'receipt' OR NOT (SELECT r.held FROM runs r WHERE r.id = o.run_id)))) AS work), \
+       AND (o.kind = 'receipt' OR NOT (SELECT r.held FROM runs r WHERE r.id = o.run_id)) AND ",
+    crate::connections::not_paused!("o.conn"),
+    ")) AS work), \
    (SELECT t.due_at FROM timers t JOIN runs r ON r.id = t.run_id \
      WHERE t.due_at <= $1 AND (t.lease_until IS NULL OR t.lease_until < $1) AND NOT r.held \
-     ORDER BY t.due_at LIMIT 1)";
+     ORDER BY t.due_at LIMIT 1)"
+);
 
 /// Runs in attention by workflow and hold, from the partial index
 /// `runs_attention` (migration 0010, widened by 0011), whose predicate is this literal: a bound

@@ -84,6 +84,10 @@ pub struct Decision {
     /// to remote workers only (`Store::offer`); every other row is served
     /// in-process (no lane).
     pub lanes: Vec<(String, String)>,
+    /// (step, connection) for the steps whose outbox rows this decision
+    /// queues: a row queued for a listed step names its connection, which
+    /// an operator's pause holds back ([`Store::pause_connection`](crate::Store::pause_connection)).
+    pub connections: Vec<(String, String)>,
 }
 
 /// The run an idempotency key admitted, as an admission's first read finds it.

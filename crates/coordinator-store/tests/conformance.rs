@@ -13,7 +13,8 @@
 //! reports in `conformance/remote.rs`, eager dispatch in
 //! `conformance/eager.rs`, admissions together in `conformance/admissions.rs`, the console's
 //! newest-first listing in `conformance/listing.rs` and its attention inbox
-//! in `conformance/inbox.rs`.
+//! in `conformance/inbox.rs`, an operator's pause of a connection in
+//! `conformance/connections.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
@@ -26,6 +27,8 @@ mod audit_chain;
 mod batch;
 #[path = "conformance/columns.rs"]
 mod columns;
+#[path = "conformance/connections.rs"]
+mod connections;
 #[path = "conformance/due.rs"]
 mod due;
 #[path = "conformance/eager.rs"]
@@ -74,6 +77,10 @@ use columns::{
     a_snapshot_is_kept_as_its_base_and_head, admissions_write_the_listing_columns,
     an_upgrade_dates_runs_already_in_attention, listing_columns_follow_the_run,
     run_ids_are_uuids_on_postgres_and_read_back_as_text,
+};
+use connections::{
+    a_paused_connection_is_neither_claimed_nor_due, a_paused_lane_is_offered_nothing,
+    no_process_leases_eagerly_while_a_connection_is_paused,
 };
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
@@ -206,6 +213,12 @@ conformance!(Current in batch_on_sqlite, batch_on_postgres:
     a_batch_leases_only_what_its_scope_and_lease_allow,
     a_batch_leases_no_more_rows_than_the_worker_has_room_for,
     a_receipt_lookup_is_leased_in_recovery_too,
+);
+
+conformance!(Current in connections_on_sqlite, connections_on_postgres:
+    a_paused_connection_is_neither_claimed_nor_due,
+    a_paused_lane_is_offered_nothing,
+    no_process_leases_eagerly_while_a_connection_is_paused,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:
@@ -553,6 +566,7 @@ async fn concurrent_applies_serialise(store: &Store) {
                         outcome: None,
                         attention_step: None,
                         lanes: Vec::new(),
+                        connections: Vec::new(),
                     })
                 })
                 .await

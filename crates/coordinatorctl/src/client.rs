@@ -133,6 +133,8 @@ pub enum Body {
     Empty,
     /// Opaque bytes (`application/octet-stream`).
     Bytes(Vec<u8>),
+    /// A JSON document (`application/json`).
+    Json(serde_json::Value),
 }
 
 /// The service's answer: the HTTP status and its JSON (`null` when empty).
@@ -216,8 +218,10 @@ impl Client {
     fn send(&self, method: Method, url: Url, body: Body) -> Result<Answer, ClientError> {
         let shown = url.to_string();
         let mut request = self.http.request(method, url).header(AUTHORIZATION, self.authorization.clone());
-        if let Body::Bytes(bytes) = body {
-            request = request.header(CONTENT_TYPE, "application/octet-stream").body(bytes);
+        match body {
+            Body::Empty => {}
+            Body::Bytes(bytes) => request = request.header(CONTENT_TYPE, "application/octet-stream").body(bytes),
+            Body::Json(value) => request = request.header(CONTENT_TYPE, "application/json").body(value.to_string()),
         }
         let network = |e: reqwest::Error| {
             if e.is_timeout() {

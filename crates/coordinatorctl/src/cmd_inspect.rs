@@ -30,6 +30,11 @@ fn human(inspection: &Value) -> String {
         let at = attention["step"].as_str().map(|s| format!(" at step {s}")).unwrap_or_default();
         line("attention", format!("{}{at}", text(attention, "reason")));
     }
+    if let Some(message) = inspection["waiting"]["message"].as_str() {
+        let resume =
+            format!("coordinatorctl connections resume {} --reason …", text(&inspection["waiting"], "connection"));
+        line("waiting", format!("{}\n    {resume}", message.trim_start_matches("waiting: ")));
+    }
     line("current step", text(inspection, "currentStep").to_owned());
     line("admitted", text(inspection, "admittedAt").to_owned());
     line("deadline", text(inspection, "deadlineAt").to_owned());
@@ -186,11 +191,16 @@ mod tests {
                  "call": {"operation": "messaging.submit-message/v1", "connection": "messaging",
                           "operationEffect": "mutation", "effect": "unknown", "attempts": 1, "pending": null,
                           "nextAttemptAt": null, "refusal": null, "receipt": true, "lastReceipt": null}}
-            ]
+            ],
+            "waiting": {"connection": "messaging", "step": "send-notice", "pausedBy": "ops",
+                        "pausedAt": "2026-01-01T00:00:05Z", "reason": "asked to stop",
+                        "message": "waiting: connection messaging paused by ops at 2026-01-01T00:00:05Z: asked to stop"}
         });
         let text = human(&inspection);
         for needle in [
             "attention         unknown-effect at step send-notice",
+            "waiting           connection messaging paused by ops at 2026-01-01T00:00:05Z: asked to stop\n",
+            "coordinatorctl connections resume messaging --reason",
             "actions           cancel\n    coordinatorctl cancel r1\n",
             "   1. await-review  wait-for\n",
             "started 2026-01-01T00:00:01Z · times out 2026-01-03T00:00:01Z · observed every 1 s",

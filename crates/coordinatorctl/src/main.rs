@@ -17,6 +17,7 @@ mod client;
 mod cmd_activate;
 mod cmd_audit;
 mod cmd_check;
+mod cmd_connections;
 mod cmd_explain;
 mod cmd_graph;
 mod cmd_hold;
@@ -194,6 +195,13 @@ enum Command {
         #[command(flatten)]
         service: ServiceArgs,
     },
+    /// The deployment's connections: list them, pause one (nothing is sent to it), resume it.
+    Connections {
+        #[command(subcommand)]
+        action: Option<ConnectionsCommand>,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
     /// The service's hash-chained audit journal.
     Audit {
         #[command(subcommand)]
@@ -209,6 +217,29 @@ enum Command {
         digest: Option<String>,
         #[command(flatten)]
         service: ServiceArgs,
+    },
+}
+
+/// `coordinatorctl connections …`.
+#[derive(Subcommand)]
+enum ConnectionsCommand {
+    /// Every connection, how it is served, the workflows using it, and whether it is paused (the default).
+    List,
+    /// Pause a connection: no process sends it anything until it is resumed (journaled with the reason).
+    Pause {
+        /// The connection's name in runtime.yaml.
+        name: String,
+        /// Why (1-500 characters; journaled).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume a paused connection: its due work is sent again at once (journaled with the reason).
+    Resume {
+        /// The connection's name in runtime.yaml.
+        name: String,
+        /// Why (1-500 characters; journaled).
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -283,6 +314,15 @@ fn main() -> ExitCode {
         Command::RetrySame { run, step, service } => cmd_runs::command(&service, &run, Operator::RetrySame(&step)),
         Command::Reconcile { run, step, service } => cmd_runs::command(&service, &run, Operator::Reconcile(&step)),
         Command::RestoreHold { action, service } => cmd_hold::run(&service, action),
+        Command::Connections { action, service } => match action {
+            None | Some(ConnectionsCommand::List) => cmd_connections::list(&service),
+            Some(ConnectionsCommand::Pause { name, reason }) => {
+                cmd_connections::steer(&service, &name, cmd_connections::Steer::Pause, &reason)
+            }
+            Some(ConnectionsCommand::Resume { name, reason }) => {
+                cmd_connections::steer(&service, &name, cmd_connections::Steer::Resume, &reason)
+            }
+        },
         Command::Audit { action: AuditCommand::Verify { service } } => cmd_audit::verify(&service),
         Command::Activate { package, digest, service } => cmd_activate::run(&service, &package, digest.as_deref()),
     };

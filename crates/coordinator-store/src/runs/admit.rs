@@ -198,7 +198,7 @@ impl Store {
             .map(|a| admissions_pg::Admitting {
                 new: &a.new,
                 decision: &a.decision,
-                lease: a.lease.filter(|_| !fenced),
+                lease: self.eager(a.lease).filter(|_| !fenced),
             })
             .collect();
         let answers = admissions_pg::admit(&mut conn, &runs, true, Some(owner)).await?;
@@ -304,7 +304,9 @@ impl Store {
             {
                 continue;
             }
-            let journal = persist(&mut tx, &new.id, new.admitted_at, &decision.actions, &decision.lanes).await?;
+            let journal =
+                persist(&mut tx, &new.id, new.admitted_at, &decision.actions, &decision.lanes, &decision.connections)
+                    .await?;
             // The admitting subject caused every entry of the first transition.
             audit::append(&mut tx, Some(&new.id), new.admitted_at, Some(&new.owner), &journal).await?;
             tx.commit().await?;

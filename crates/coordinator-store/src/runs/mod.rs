@@ -260,7 +260,7 @@ where
         claims::check_lease(tx, claim, owner).await?;
     }
     let decision = decide(&snapshot).map_err(|e| StoreError::Rejected(e.into()))?;
-    let journal = persist(tx, run_id, at, &decision.actions, &decision.lanes).await?;
+    let journal = persist(tx, run_id, at, &decision.actions, &decision.lanes, &decision.connections).await?;
     let expected = expected.unwrap_or(version);
     let (head, base) = snapshot_frame::columns(&decision.snapshot)?;
     let args: Vec<Arg> = vec![

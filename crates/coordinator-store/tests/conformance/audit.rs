@@ -78,6 +78,7 @@ fn journaling_all(details: Vec<String>) -> impl FnOnce(&[u8]) -> Result<Decision
             outcome: None,
             attention_step: None,
             lanes: Vec::new(),
+            connections: Vec::new(),
         })
     }
 }

@@ -44,6 +44,7 @@ pub(crate) async fn ping_answers_while_a_writer_holds_the_database(store: &Store
                     outcome,
                     attention_step,
                     lanes: Vec::new(),
+                    connections: Vec::new(),
                 })
             };
             store.apply(&id, T0 + 1, hold_on).await

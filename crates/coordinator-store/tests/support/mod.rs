@@ -188,6 +188,7 @@ pub fn with_actions(run: &Run, actions: Vec<coordinator_core::machine::action::A
         outcome: run.outcome.clone(),
         attention_step,
         lanes: Vec::new(),
+        connections: Vec::new(),
     }
 }
 

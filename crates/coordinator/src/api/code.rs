@@ -28,6 +28,8 @@ pub enum Code {
     WorkflowUnknown,
     /// `404 trigger.unknown`: the active revision has no such trigger.
     TriggerUnknown,
+    /// `404 connection.unknown`: the deployment has no connection of that name.
+    ConnectionUnknown,
     /// `409 revision.not-active`: the admission names another revision than the active one.
     RevisionNotActive,
     /// `409 idempotency.key-reused`: the key admitted a run with another revision, input or run id.
@@ -90,7 +92,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in the reference's order.
-    pub const ALL: [Code; 37] = [
+    pub const ALL: [Code; 38] = [
         Code::RequestInvalid,
         Code::IdempotencyKeyInvalid,
         Code::AuthUnauthenticated,
@@ -99,6 +101,7 @@ impl Code {
         Code::RunUnknown,
         Code::WorkflowUnknown,
         Code::TriggerUnknown,
+        Code::ConnectionUnknown,
         Code::RevisionNotActive,
         Code::IdempotencyKeyReused,
         Code::RunIdTaken,
@@ -141,6 +144,7 @@ impl Code {
             Code::RunUnknown => "run.unknown",
             Code::WorkflowUnknown => "workflow.unknown",
             Code::TriggerUnknown => "trigger.unknown",
+            Code::ConnectionUnknown => "connection.unknown",
             Code::RevisionNotActive => "revision.not-active",
             Code::IdempotencyKeyReused => "idempotency.key-reused",
             Code::RunIdTaken => "run-id.taken",
@@ -179,7 +183,9 @@ impl Code {
             Code::RequestInvalid | Code::IdempotencyKeyInvalid => StatusCode::BAD_REQUEST,
             Code::AuthUnauthenticated | Code::EventSignatureInvalid => StatusCode::UNAUTHORIZED,
             Code::AuthForbidden => StatusCode::FORBIDDEN,
-            Code::RunUnknown | Code::WorkflowUnknown | Code::TriggerUnknown => StatusCode::NOT_FOUND,
+            Code::RunUnknown | Code::WorkflowUnknown | Code::TriggerUnknown | Code::ConnectionUnknown => {
+                StatusCode::NOT_FOUND
+            }
             Code::RevisionNotActive
             | Code::IdempotencyKeyReused
             | Code::RunIdTaken

@@ -12,6 +12,7 @@
 //! (admit, read, list), [`decode`] (request bodies: bytes in, pure),
 //! [`body`] (reading a body within its limit), [`operator`] (cancel,
 //! retry-same, reconcile), [`inspection`], [`hold`] (the restore hold),
+//! [`connections`] (listing, pausing and resuming connections),
 //! [`packages`] (activation), [`events`] (signed product events), [`audit`]
 //! (the hash-chained journal), [`openapi`], [`guard`] (a path or query with
 //! a control character is refused before any handler), [`auth`] (the
@@ -29,6 +30,7 @@ mod audit;
 mod auth;
 mod body;
 pub mod code;
+mod connections;
 pub mod decode;
 mod events;
 mod guard;
@@ -60,6 +62,7 @@ use coordinator_store::StoreError;
 
 use crate::auth::access::Access;
 use crate::engine::Engine;
+use crate::engine::connections::ConnectionRefusal;
 use crate::engine::error::EngineError;
 use auth::Caller;
 pub use code::Code;
@@ -146,6 +149,9 @@ fn table() -> Vec<Route> {
         route(Verb::Get, "/v1/restore-hold", hold::show),
         route(Verb::Post, "/v1/restore-hold", hold::place),
         route(Verb::Delete, "/v1/restore-hold", hold::release),
+        route(Verb::Get, "/v1/connections", connections::list),
+        route(Verb::Post, "/v1/connections/{name}/pause", connections::pause),
+        route(Verb::Post, "/v1/connections/{name}/resume", connections::resume),
         route(Verb::Get, "/v1/audit", audit::list),
         packages::activation(),
     ]
@@ -236,6 +242,10 @@ impl From<EngineError> for ApiError {
             }
             EngineError::RestoreHoldPlaced => ApiError::new(Code::RestoreHoldPlaced, e.to_string()),
             EngineError::RunIdTaken => ApiError::new(Code::RunIdTaken, e.to_string()),
+            EngineError::Connection(ConnectionRefusal::Unknown(_)) => {
+                ApiError::new(Code::ConnectionUnknown, e.to_string())
+            }
+            EngineError::Connection(ConnectionRefusal::Reason) => ApiError::bad_request(e.to_string()),
             EngineError::Seal(SealError::UnknownKey(ref id)) => {
                 tracing::error!(key_id = %id, "a run's data was sealed with a payload key this deployment does not hold");
                 ApiError::new(
@@ -312,6 +322,16 @@ async fn metrics(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Re
     let now = engine.now();
     engine.metrics().queue_heads(store.queue_heads(now).await.map_err(EngineError::from)?, now);
     engine.metrics().fenced(engine.is_fenced());
+    let states = store.connection_states().await.map_err(EngineError::from)?;
+    let paused: Vec<(String, bool)> = engine
+        .connection_names()
+        .into_iter()
+        .map(|name| {
+            let paused = states.iter().any(|s| s.name == name && s.paused.is_some());
+            (name, paused)
+        })
+        .collect();
+    engine.metrics().connections_paused(&paused);
     engine.hints.record(engine.metrics());
     let text = engine.metrics().render();
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())

@@ -55,6 +55,10 @@ pub enum EngineError {
         /// The machine's stable code.
         code: String,
     },
+    /// A pause or resume of a connection refused before anything was written
+    /// (`connection.unknown`, `request.invalid`).
+    #[error("{0}")]
+    Connection(#[from] crate::engine::connections::ConnectionRefusal),
     /// A stored package or snapshot cannot be used.
     #[error("corrupt state: {0}")]
     Corrupt(String),

@@ -63,6 +63,7 @@ use crate::telemetry::traces::Traces;
 mod admission_queue;
 mod admit;
 pub(crate) mod commit_hooks;
+pub mod connections;
 pub mod error;
 pub mod nudge;
 pub mod package;
@@ -500,6 +501,7 @@ impl Engine {
             outcome: run.outcome.clone(),
             attention_step,
             lanes: crate::dispatch::remote::lanes(&self.remote, wf, &t.actions),
+            connections: crate::engine::connections::routes(wf, &t.actions),
         };
         self.opened.sealed(Arc::new(run), decision.snapshot.clone(), Some(base));
         Ok(decision)
@@ -556,7 +558,15 @@ impl Engine {
         let row = self.store.load(run_id).await?.ok_or(EngineError::RunNotFound)?;
         let run = self.open(&row.id, &row.snapshot)?;
         let wf = self.workflow(&row.revision).await?;
-        Ok(inspection::inspect(&wf, &run, Instant(self.now()), &self.settings))
+        let inspected = inspection::inspect(&wf, &run, Instant(self.now()), &self.settings);
+        let paused = self
+            .store
+            .connection_states()
+            .await?
+            .into_iter()
+            .filter_map(|s| s.paused.map(|pause| (s.name, pause)))
+            .collect();
+        Ok(inspection::with_pauses(inspected, &paused))
     }
 
     /// The same engine announcing and reading dispatch hints ([`Hints::start`](crate::dispatch::hints::Hints::start)).

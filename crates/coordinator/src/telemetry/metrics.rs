@@ -61,6 +61,8 @@ pub const DRAINING: &str = "coordinator_draining";
 pub const DEFINITION_CACHE: &str = "coordinator_definition_cache_total";
 /// Gauge: 1 while the restore fence holds in this process (it tripped; nothing is claimed), else 0.
 pub const FENCED: &str = "coordinator_fenced";
+/// Gauge: 1 while an operator has paused the connection (`connection`), else 0, read at scrape time.
+pub const CONNECTION_PAUSED: &str = "coordinator_connection_paused";
 
 /// Histogram buckets of [`DECISION_SECONDS`] and [`CLAIM_ROUND_SECONDS`].
 const DECISION_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
@@ -180,6 +182,10 @@ impl Metrics {
                 FENCED,
                 "1 while the restore fence holds in this process (the database was restored, promoted or replaced: \
                  nothing is claimed until an operator releases the restore hold), else 0."
+            );
+            describe_gauge!(
+                CONNECTION_PAUSED,
+                "1 while an operator has paused the connection (nothing is sent to it), else 0 (read at scrape time)."
             );
             describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Decision and commit latency, by event kind.");
             describe_histogram!(
@@ -301,6 +307,15 @@ impl Metrics {
             crate::engine::workflow_cache::Lookup::Load => "load",
         };
         self.with(|| counter!(DEFINITION_CACHE, "result" => result).increment(1));
+    }
+
+    /// Sets each connection's pause gauge: `(name, paused)`.
+    pub fn connections_paused(&self, connections: &[(String, bool)]) {
+        self.with(|| {
+            for (name, paused) in connections {
+                gauge!(CONNECTION_PAUSED, "connection" => name.clone()).set(if *paused { 1.0 } else { 0.0 });
+            }
+        });
     }
 
     /// Sets the fence's gauge.

@@ -19,6 +19,7 @@ mod api_errors;
 mod at_rest;
 mod audit;
 mod chaos;
+mod connections;
 mod console;
 mod console_browser;
 mod contract;

@@ -71,6 +71,8 @@ impl Engine {
         if watch.last_read.is_none_or(|at| at.elapsed() >= INTERVAL) {
             watch.last_read = Some(Instant::now());
             self.store.check_fence(self.now()).await?;
+            // What eager dispatch needs to know of other processes' pauses (`coordinator_store::connections`).
+            self.store.refresh_pauses().await?;
         }
         match (self.store.fence_tripped(), &watch.placed_for) {
             (Some(evidence), placed) if placed.as_ref() != Some(&evidence) => {

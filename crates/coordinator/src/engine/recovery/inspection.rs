@@ -65,6 +65,27 @@ pub struct Inspection {
     pub available_actions: Vec<RecoveryAction>,
     /// Every step entered, in order.
     pub steps: Vec<StepView>,
+    /// What the run waits on that no rule of its own will end: a connection
+    /// an operator paused ([`with_pauses`]).
+    pub waiting: Option<WaitingView>,
+}
+
+/// A run waiting on a paused connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingView {
+    /// The paused connection.
+    pub connection: String,
+    /// The step whose request waits.
+    pub step: String,
+    /// Who paused it.
+    pub paused_by: String,
+    /// When (RFC 3339).
+    pub paused_at: String,
+    /// The operator's reason.
+    pub reason: String,
+    /// All of it in one sentence, as the console shows it.
+    pub message: String,
 }
 
 /// Why a run needs an operator.
@@ -150,6 +171,8 @@ pub struct WaitView {
     pub observations: u32,
     /// How the wait ended: `completed`, `timed-out`, `cancelled`, or not yet.
     pub resolution: Option<WaitResolution>,
+    /// The connection a wait-for observes through (its call's).
+    pub connection: Option<String>,
 }
 
 /// Builds the inspection of `run` (pinned to `wf`) at `now`.
@@ -176,7 +199,43 @@ pub fn inspect(wf: &Workflow, run: &Run, now: Instant, settings: &Settings) -> I
         failure: run.failure.clone(),
         available_actions,
         steps,
+        waiting: None,
     }
+}
+
+/// `inspection` with [`Inspection::waiting`] set when a request of the run
+/// not ended (an attempt, a receipt lookup, or an open wait's observation)
+/// goes to a connection `paused` lists (name → pause).
+pub fn with_pauses(
+    mut inspection: Inspection,
+    paused: &std::collections::BTreeMap<String, coordinator_store::Pause>,
+) -> Inspection {
+    if paused.is_empty() || inspection.state.is_terminal() {
+        return inspection;
+    }
+    let held = inspection.steps.iter().find_map(|s| {
+        let connection = match (&s.call, &s.wait) {
+            (Some(call), _) if call.pending.is_some() => call.connection.as_str(),
+            (_, Some(wait)) if wait.kind == "wait-for" && wait.resolution.is_none() => wait.connection.as_deref()?,
+            _ => return None,
+        };
+        paused.get(connection).map(|pause| (s.step.clone(), connection.to_owned(), pause))
+    });
+    if let Some((step, connection, pause)) = held {
+        let paused_at = Instant(pause.at).to_rfc3339();
+        inspection.waiting = Some(WaitingView {
+            message: format!(
+                "waiting: connection {connection} paused by {} at {paused_at}: {}",
+                pause.by, pause.reason
+            ),
+            connection,
+            step,
+            paused_by: pause.by.clone(),
+            paused_at,
+            reason: pause.reason.clone(),
+        });
+    }
+    inspection
 }
 
 /// The state machine, asked whether it would apply an operator's command now.
@@ -269,6 +328,7 @@ fn step_view(wf: &Workflow, run: &Run, rules: &Rules<'_>, step: &str, position: 
                 observing: w.observing,
                 observations: w.observations,
                 resolution: w.resolution,
+                connection: crate::dispatch::remote::connection_of(wf, step).map(str::to_owned),
             };
             (None, Some(view))
         }
@@ -284,6 +344,7 @@ fn step_view(wf: &Workflow, run: &Run, rules: &Rules<'_>, step: &str, position: 
                 observing: false,
                 observations: 0,
                 resolution: *resolution,
+                connection: None,
             };
             (None, Some(view))
         }

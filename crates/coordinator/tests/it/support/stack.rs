@@ -53,6 +53,8 @@ pub struct Stack {
     pub sims: SimServer,
     /// The service (dropped: stopped).
     pub service: Service,
+    /// Its runtime.yaml (to start the deployment again).
+    pub runtime: std::path::PathBuf,
     /// The deployment directory (database, runtime.yaml, the project copy), removed with the stack.
     _dir: tempfile::TempDir,
 }
@@ -97,7 +99,7 @@ impl Stack {
             std::fs::write(&file, edit(text)).unwrap_or_else(|e| panic!("runtime.yaml: {e}"));
         }
         let service = migrated(&file).await;
-        Stack { url: service.url(), revision: service.revision.clone(), sims, service, _dir: dir }
+        Stack { url: service.url(), revision: service.revision.clone(), sims, service, runtime: file, _dir: dir }
     }
 
     /// Admits `input` under `key`; returns the run id.

@@ -1,0 +1,138 @@
+//! An operator's pause of a connection (`Store::pause_connection`,
+//! `resume_connection`, `connection_states`, `refresh_pauses`): no claim,
+//! offer or eager lease takes a paused connection's rows, which stay as they
+//! were (due, unleased, no claim counted); when work is next due is read
+//! without them; pausing and resuming are journaled once each.
+
+use coordinator_core::machine::compiled::Workflow;
+use coordinator_store::{
+    Admission, Claim, ClaimLimits, ConnectionState, Decision, EagerLease, Guarded, Pause, Store, StoreError, WorkScope,
+};
+
+use super::support::{T0, TestDb, deciding, first, new_run, put_flagship_package, raw_count, run_id, workflow};
+use super::{LEASE_MS, accepted_read, ok};
+
+/// The first step of reviewed-notice.
+const READ: &str = "read-application";
+
+/// Admits run `n` (at `T0 + n`), its first attempt routed to `connection`
+/// and, when given, in `lane`.
+async fn admit_to(store: &Store, wf: &Workflow, n: u32, connection: &str, lane: Option<&str>) -> String {
+    let new = new_run(wf, &run_id(n), "alice", None, T0 + i64::from(n));
+    let connections = vec![(READ.to_owned(), connection.to_owned())];
+    let lanes = lane.map(|lane| vec![(READ.to_owned(), lane.to_owned())]).unwrap_or_default();
+    match store.admit(&new, || Ok::<_, StoreError>(Decision { connections, lanes, ..first(wf, &new) })).await {
+        Ok(Admission::Created(id)) => id,
+        other => panic!("admission of run {n}: {other:?}"),
+    }
+}
+
+fn work(limit: u32) -> ClaimLimits {
+    ClaimLimits { timers: 0, work: limit }
+}
+
+/// How many rows of `run` are unleased with no claim counted.
+async fn untouched(db: &TestDb, run: &str) -> i64 {
+    let sql = format!("SELECT count(*) FROM outbox WHERE run_id = '{run}' AND lease_owner IS NULL AND claims = 0");
+    raw_count(db, &sql).await
+}
+
+pub(crate) async fn a_paused_connection_is_neither_claimed_nor_due(db: &TestDb) {
+    let wf = workflow();
+    let paused = admit_to(db, &wf, 1, "breg", None).await;
+    let running = admit_to(db, &wf, 2, "casework", None).await;
+
+    let (pause, placed) = ok(db.pause_connection("breg", T0 + 5, "ops", "BReg asked us to stop").await, "pause");
+    let expected = Pause { by: "ops".into(), at: T0 + 5, reason: "BReg asked us to stop".into() };
+    assert!(placed);
+    assert_eq!(pause, expected);
+    let (again, placed) = ok(db.pause_connection("breg", T0 + 6, "someone", "again").await, "pause again");
+    assert!(!placed, "a paused connection keeps its pause");
+    assert_eq!(again, expected);
+    assert!(db.any_connection_paused());
+
+    let due = ok(db.claim_due(WorkScope::All, T0 + 10, "w1", LEASE_MS, work(10)).await, "claim");
+    let claimed: Vec<&str> = due.work.iter().map(|(item, _)| item.run_id.as_str()).collect();
+    assert_eq!(claimed, vec![running.as_str()], "only the running connection's row is claimed");
+    assert_eq!(due.next, Some(T0 + 10 + LEASE_MS + 1), "the paused row is not due: only the new lease's end is");
+    assert_eq!(untouched(db, &paused).await, 1, "the paused row stays as it was");
+    let receipts = ok(db.claim_due(WorkScope::ReceiptsOnly, T0 + 10, "w2", LEASE_MS, work(10)).await, "receipts");
+    assert!(receipts.work.is_empty() && receipts.next.is_none(), "no receipt lookup is queued: {receipts:?}");
+
+    let states = ok(db.connection_states().await, "states");
+    assert_eq!(states, vec![ConnectionState { name: "breg".into(), paused: Some(expected.clone()) }]);
+
+    let lifted = ok(db.resume_connection("breg", T0 + 20, "ops", "BReg is back").await, "resume");
+    assert_eq!(lifted, Some(expected));
+    assert!(!db.any_connection_paused());
+    assert_eq!(ok(db.resume_connection("breg", T0 + 21, "ops", "again").await, "resume again"), None);
+    let due = ok(db.claim_due(WorkScope::All, T0 + 22, "w1", LEASE_MS, work(10)).await, "claim after");
+    let claimed: Vec<&str> = due.work.iter().map(|(item, _)| item.run_id.as_str()).collect();
+    assert_eq!(claimed, vec![paused.as_str()], "resumed: its row is claimed");
+    assert!(due.work.iter().all(|(item, _)| !item.reclaimed && item.claims == 1), "no claim counted while paused");
+    assert_eq!(ok(db.connection_states().await, "states"), vec![ConnectionState { name: "breg".into(), paused: None }]);
+
+    let journaled = raw_count(db, "SELECT count(*) FROM audit WHERE kind = 'connection' AND run_id IS NULL").await;
+    assert_eq!(journaled, 2, "one pause and one resume: the repeated commands changed nothing");
+}
+
+pub(crate) async fn a_paused_lane_is_offered_nothing(db: &TestDb) {
+    let wf = workflow();
+    let laned = admit_to(db, &wf, 1, "breg", Some("breg")).await;
+    let lanes = vec!["breg".to_owned()];
+    ok(db.pause_connection("breg", T0 + 5, "ops", "stop").await, "pause");
+    let offered = ok(db.offer(&lanes, T0 + 10, "offer:w", 5_000, 10).await, "offer");
+    assert!(offered.is_empty(), "{offered:?}");
+    assert_eq!(ok(db.offered_work(&lanes, T0 + 10).await, "offered work"), None, "nothing of a paused lane is due");
+    assert_eq!(untouched(db, &laned).await, 1);
+
+    ok(db.resume_connection("breg", T0 + 20, "ops", "go").await, "resume");
+    assert_eq!(ok(db.offered_work(&lanes, T0 + 20).await, "offered work"), Some(T0 + 20));
+    let offered = ok(db.offer(&lanes, T0 + 20, "offer:w", 5_000, 10).await, "offer");
+    assert_eq!(offered.iter().map(|(item, _)| item.run_id.as_str()).collect::<Vec<_>>(), vec![laned.as_str()]);
+}
+
+pub(crate) async fn no_process_leases_eagerly_while_a_connection_is_paused(db: &TestDb) {
+    let wf = workflow();
+    let id = admit_to(db, &wf, 1, "breg", None).await;
+    let claimed = ok(db.claim_work(T0 + 1, "w1", LEASE_MS, 10).await, "claim");
+    let claims: Vec<Claim> = claimed.into_iter().map(Claim::Work).collect();
+    assert_eq!(claims.len(), 1);
+
+    // Another process pauses a connection; this one learns of it when it reads the pauses.
+    let other = ok(Store::connect(&db.url).await, "second handle");
+    ok(other.pause_connection("messaging", T0 + 2, "ops", "stop").await, "pause");
+    assert!(other.any_connection_paused() && !db.any_connection_paused());
+    ok(db.refresh_pauses().await, "refresh");
+    assert!(db.any_connection_paused());
+
+    let (event, at) = (accepted_read(), T0 + 3);
+    let lease = Some(EagerLease { scope: WorkScope::All, until: at + LEASE_MS, rows: 10 });
+    let batched =
+        ok(db.apply_fenced_batch_leasing(&claims, "w1", at, lease, |_, s| deciding(&wf, &event, at)(s)).await, "batch");
+    assert!(matches!(batched.results.as_slice(), [Ok(2)]), "{:?}", batched.results);
+    assert!(batched.leased.is_empty(), "nothing is leased at commit while a pause is in force");
+    // The queued row (of no paused connection) is claimed as any other.
+    let due = ok(db.claim_due(WorkScope::All, at, "w1", LEASE_MS, work(10)).await, "claim");
+    assert_eq!(due.work.iter().map(|(item, _)| item.run_id.as_str()).collect::<Vec<_>>(), vec![id.as_str()]);
+
+    // Nor at admission (PostgreSQL's admissions lease their first step; SQLite's never do).
+    put_flagship_package(db, &wf).await;
+    ok(db.activate("reviewed-notice", &wf.revision, T0, None).await, "activate");
+    let admit_leasing = |n: u32| {
+        let new = new_run(&wf, &run_id(n), "alice", None, T0 + 4);
+        let lease = EagerLease { scope: WorkScope::All, until: T0 + 4 + LEASE_MS, rows: 10 };
+        async move {
+            let decided = first(&workflow(), &new);
+            ok(db.admit_guarded_leasing(&new, Some(("w1", lease)), || Ok::<_, StoreError>(decided)).await, "admit")
+        }
+    };
+    let (guarded, leased) = admit_leasing(2).await;
+    assert!(matches!(guarded, Guarded::Created) && leased.is_empty(), "{leased:?}");
+
+    ok(other.resume_connection("messaging", T0 + 5, "ops", "go").await, "resume");
+    ok(db.refresh_pauses().await, "refresh");
+    assert!(!db.any_connection_paused());
+    let (_, leased) = admit_leasing(3).await;
+    assert_eq!(leased.len(), usize::from(db.is_postgres()), "resumed: PostgreSQL leases at admission again");
+}

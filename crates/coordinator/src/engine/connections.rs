@@ -1,0 +1,177 @@
+//! The deployment's connections as an operator sees and steers them
+//! (docs/reference/operations.md#connections): each one runtime.yaml names,
+//! whether it is served here or by remote workers, which workflows call
+//! through it, and an operator's pause.
+//!
+//! A pause is the store's (`coordinator_store::Store::pause_connection`):
+//! every process stops sending the connection's requests at its next claim
+//! round. This module only names the connections, finds the workflows that
+//! use one (what pausing it needs the `operate` role for) and routes queued
+//! rows to their connection ([`routes`]).
+
+use std::collections::BTreeSet;
+
+use coordinator_core::machine::action::Action;
+use coordinator_core::machine::compiled::Workflow;
+use coordinator_store::Pause;
+
+use crate::dispatch::remote::connection_of;
+use crate::engine::Engine;
+use crate::engine::error::EngineError;
+
+/// The longest reason a pause or resume may carry, in characters.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// One connection of the deployment, as `GET /v1/connections` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionView {
+    /// Its name in runtime.yaml.
+    pub name: String,
+    /// `in-process` or `remote`.
+    pub dispatch: &'static str,
+    /// The workflows whose stored revisions call through it.
+    pub workflows: Vec<String>,
+    /// The operator's pause, while it is paused.
+    pub paused: Option<Pause>,
+}
+
+/// Why a pause or resume was refused before anything was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionRefusal {
+    /// runtime.yaml names no such connection.
+    #[error("no connection `{0}` is configured in this deployment")]
+    Unknown(String),
+    /// The reason is empty or too long.
+    #[error("a reason of 1 to {MAX_REASON_CHARS} characters is required")]
+    Reason,
+}
+
+/// (step, connection) for each step whose rows `actions` queue: the
+/// decision's `connections`, which a pause holds back.
+pub(crate) fn routes(wf: &Workflow, actions: &[Action]) -> Vec<(String, String)> {
+    let mut routes: Vec<(String, String)> = Vec::new();
+    for action in actions {
+        let step = match action {
+            Action::Dispatch { step, .. } | Action::RequestReceipt { step } | Action::Observe { step, .. } => step,
+            _ => continue,
+        };
+        if let Some(connection) = connection_of(wf, step)
+            && !routes.iter().any(|(s, _)| s == step)
+        {
+            routes.push((step.clone(), connection.to_owned()));
+        }
+    }
+    routes
+}
+
+/// Whether `reason` is one a pause or resume accepts.
+pub fn reason_ok(reason: &str) -> bool {
+    let trimmed = reason.trim();
+    !trimmed.is_empty() && trimmed.chars().count() <= MAX_REASON_CHARS
+}
+
+impl Engine {
+    /// The names of the deployment's connections, in-process and remote.
+    pub fn connection_names(&self) -> BTreeSet<String> {
+        self.connections.keys().chain(self.remote.keys()).cloned().collect()
+    }
+
+    /// Every connection of the deployment with its workflows and pause, by name.
+    ///
+    /// # Errors
+    /// A store failure, or a stored package that cannot be read.
+    pub async fn connections_view(&self) -> Result<Vec<ConnectionView>, EngineError> {
+        let states = self.store.connection_states().await?;
+        let users = self.connection_users().await?;
+        Ok(self
+            .connection_names()
+            .into_iter()
+            .map(|name| ConnectionView {
+                dispatch: if self.remote.contains_key(&name) { "remote" } else { "in-process" },
+                workflows: users.iter().filter(|(_, c)| *c == name).map(|(w, _)| w.clone()).collect(),
+                paused: states.iter().find(|s| s.name == name).and_then(|s| s.paused.clone()),
+                name,
+            })
+            .collect())
+    }
+
+    /// The workflows whose stored revisions call through connection `name`.
+    ///
+    /// # Errors
+    /// A store failure, or a stored package that cannot be read.
+    pub async fn workflows_using(&self, name: &str) -> Result<Vec<String>, EngineError> {
+        let users = self.connection_users().await?;
+        Ok(users.into_iter().filter(|(_, c)| c == name).map(|(w, _)| w).collect())
+    }
+
+    /// Pauses connection `name` (as `by`, for `reason`). A paused one keeps
+    /// its pause. Returns the pause in force and whether this call placed it.
+    ///
+    /// # Errors
+    /// [`EngineError::Connection`] for an unknown connection or a missing
+    /// reason; a store failure.
+    pub async fn pause_connection(&self, name: &str, by: &str, reason: &str) -> Result<(Pause, bool), EngineError> {
+        self.check_connection(name, reason)?;
+        let (pause, placed) = self.store.pause_connection(name, self.now(), by, reason.trim()).await?;
+        if placed {
+            tracing::warn!(
+                connection = name,
+                actor = by,
+                "connection paused: nothing is sent to it until it is resumed"
+            );
+        }
+        Ok((pause, placed))
+    }
+
+    /// Resumes connection `name` (as `by`, for `reason`); its due work is
+    /// claimed at once. Returns the pause it lifted (`None`: it was not paused).
+    ///
+    /// # Errors
+    /// As [`Engine::pause_connection`].
+    pub async fn resume_connection(&self, name: &str, by: &str, reason: &str) -> Result<Option<Pause>, EngineError> {
+        self.check_connection(name, reason)?;
+        let lifted = self.store.resume_connection(name, self.now(), by, reason.trim()).await?;
+        if lifted.is_some() {
+            tracing::info!(connection = name, actor = by, "connection resumed");
+            self.wake.notify_one();
+        }
+        Ok(lifted)
+    }
+
+    fn check_connection(&self, name: &str, reason: &str) -> Result<(), EngineError> {
+        if !self.connections.contains_key(name) && !self.remote.contains_key(name) {
+            return Err(EngineError::Connection(ConnectionRefusal::Unknown(name.to_owned())));
+        }
+        if !reason_ok(reason) {
+            return Err(EngineError::Connection(ConnectionRefusal::Reason));
+        }
+        Ok(())
+    }
+
+    /// (workflow, connection) for every connection a stored revision's
+    /// operations name, each pair once.
+    async fn connection_users(&self) -> Result<BTreeSet<(String, String)>, EngineError> {
+        let mut users = BTreeSet::new();
+        for revision in self.store.package_revisions().await? {
+            let wf = self.workflow(&revision).await?;
+            for op in wf.definition.operations.values() {
+                users.insert((wf.definition.workflow.clone(), op.connection.clone()));
+            }
+        }
+        Ok(users)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_is_required_and_bounded() {
+        assert!(reason_ok("Messaging asked us to stop"));
+        assert!(!reason_ok("   "), "blank");
+        assert!(!reason_ok(""));
+        assert!(reason_ok(&"x".repeat(MAX_REASON_CHARS)));
+        assert!(!reason_ok(&"x".repeat(MAX_REASON_CHARS + 1)));
+    }
+}
