@@ -1,5 +1,6 @@
 //! The deployment page (`/console/deployment`): the active revision of each
-//! workflow and its package digest, the restore hold (placed or not; place
+//! workflow and its package digest, the connections and their pauses
+//! ([`super::connections`]), the restore hold (placed or not; place
 //! and release for those who operate every workflow, as `POST|DELETE
 //! /v1/restore-hold` requires), and the audit chain's head with a "verify
 //! now" that recomputes the whole chain from the sealed entries
@@ -41,11 +42,35 @@ struct DeploymentPage {
     verified: Option<String>,
     tampered: Option<String>,
     recovery_only: bool,
+    connections: Vec<super::connections::ConnectionRow>,
+    /// Whether the viewer may pause or resume any of them.
+    may_steer_any: bool,
+    /// A pause or resume refused (a reason missing), shown above the connections.
+    refused: Option<String>,
 }
 
 impl Page for DeploymentPage {}
 
+/// The page with a refused pause or resume explained (`422`).
+pub(super) async fn render_refused(engine: &Engine, viewer: &Viewer, refused: String) -> Response {
+    let mut response = render_with(engine, viewer, None, None, Some(refused)).await;
+    if response.status() == StatusCode::OK {
+        *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+    }
+    response
+}
+
 async fn render(engine: &Engine, viewer: &Viewer, verified: Option<String>, tampered: Option<String>) -> Response {
+    render_with(engine, viewer, verified, tampered, None).await
+}
+
+async fn render_with(
+    engine: &Engine,
+    viewer: &Viewer,
+    verified: Option<String>,
+    tampered: Option<String>,
+    refused: Option<String>,
+) -> Response {
     let built = async {
         let active = engine
             .store()
@@ -64,9 +89,10 @@ async fn render(engine: &Engine, viewer: &Viewer, verified: Option<String>, tamp
             .collect();
         let hold = engine.restore_hold().await?;
         let head = engine.store().audit(None, 0, 1).await?.head;
-        Ok::<_, EngineError>((active, hold.held_runs, head))
+        let connections = super::connections::rows(engine, viewer).await?;
+        Ok::<_, EngineError>((active, hold.held_runs, head, connections))
     };
-    let (active, held_runs, head) = match built.await {
+    let (active, held_runs, head, connections) = match built.await {
         Ok(parts) => parts,
         Err(e) => return internal(e),
     };
@@ -81,6 +107,9 @@ async fn render(engine: &Engine, viewer: &Viewer, verified: Option<String>, tamp
         verified,
         tampered,
         recovery_only: engine.is_recovery_only(),
+        may_steer_any: connections.iter().any(|c| c.may_steer),
+        connections,
+        refused,
     };
     page(&view, StatusCode::OK)
 }

@@ -8,7 +8,7 @@
 //! run: its graph, steps, effects, waits, journal), [`actions`] (cancel,
 //! retry-same, reconcile — each previewed by the pure machine first — and
 //! bulk actions), [`deployment`] (active revisions, the restore hold, the audit
-//! chain), [`assets`], [`live`]. Pages decide nothing: what an action would do
+//! chain), [`connections`] (pausing and resuming a connection), [`assets`], [`live`]. Pages decide nothing: what an action would do
 //! comes from [`preview::preview`], what it does from the engine, who may
 //! see and do what from [`access`](crate::auth::access) — exactly as in the API. **Invariant:** no
 //! page shows a run's input, a command, a product response or a completion
@@ -21,6 +21,7 @@
 
 mod actions;
 mod assets;
+mod connections;
 mod deployment;
 mod live;
 mod run;
@@ -52,6 +53,7 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/console/bulk", get(actions::bulk_preview).post(actions::bulk_perform))
         .route("/console/deployment", get(deployment::page_of))
         .route("/console/restore-hold", post(deployment::hold))
+        .route("/console/connections/{name}", post(connections::steer))
         .route("/console/audit/verify", post(deployment::verify))
         .route("/console/live", get(live::events))
         .route("/console/assets/{file}", get(assets::serve))

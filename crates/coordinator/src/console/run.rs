@@ -72,6 +72,8 @@ pub(crate) struct RunBody {
     pub(crate) facts: Vec<(&'static str, String)>,
     pub(crate) state: &'static str,
     pub(crate) attention: Option<String>,
+    /// What the run waits on that only an operator ends (a paused connection).
+    pub(crate) waiting: Option<String>,
     pub(crate) steps: Vec<StepRow>,
     pub(crate) run_actions: Vec<ActionView>,
     pub(crate) journal: Vec<EntryRow>,
@@ -166,7 +168,20 @@ async fn body(engine: &Engine, viewer: &Viewer, row: RunRow) -> Result<RunBody, 
     let (run, wf) = engine.opened(&row).await?;
     let operates = viewer.principal.holds(Role::Operate, &row.workflow);
     let journal = journal(engine, &row.id).await?;
-    Ok(render_body(&wf, &run, &row, Instant(engine.now()), engine.settings(), operates, journal))
+    let now = Instant(engine.now());
+    let mut body = render_body(&wf, &run, &row, now, engine.settings(), operates, journal);
+    let paused: std::collections::BTreeMap<String, coordinator_store::Pause> = engine
+        .store()
+        .connection_states()
+        .await?
+        .into_iter()
+        .filter_map(|s| s.paused.map(|pause| (s.name, pause)))
+        .collect();
+    if !paused.is_empty() {
+        let inspected = inspection::with_pauses(inspection::inspect(&wf, &run, now, engine.settings()), &paused);
+        body.waiting = inspected.waiting.map(|w| w.message);
+    }
+    Ok(body)
 }
 
 /// The live part of a run's page from the run as it stands (pure: snapshot tests use it).
@@ -196,6 +211,7 @@ pub(crate) fn render_body(
         facts: facts(&inspection, row),
         state: run.state.as_str(),
         attention: attention_sentence(&inspection),
+        waiting: None,
         steps,
         run_actions,
         journal,

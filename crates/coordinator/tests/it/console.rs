@@ -300,3 +300,50 @@ fn the_restore_hold_banner_comes_and_goes_and_the_live_stream_answers() {
         assert!(String::from_utf8_lossy(&chunk).contains("event: ready"), "{chunk:?}");
     });
 }
+
+#[test]
+fn a_connection_is_paused_and_resumed_from_the_deployment_page_and_its_runs_say_so() {
+    on_runtime(async {
+        let stack = stack().await;
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (_, deployment) = me.page("/console/deployment").await;
+        assert!(deployment.contains("id=\"connection-registry\"") && deployment.contains("id=\"pause-registry\""));
+        let token = csrf(&deployment);
+
+        let form = [("csrf", token.as_str()), ("change", "pause"), ("reason", " ")];
+        let blank = me.post_form("/console/connections/registry", &form).await;
+        assert_eq!(blank.status().as_u16(), 422, "a reason is required");
+        let text = blank.text().await.unwrap_or_default();
+        assert!(
+            text.contains("id=\"connection-refused\"") && text.contains("a reason of 1 to 500 characters"),
+            "{text}"
+        );
+
+        let reason = "registry maintenance <b>tonight</b>";
+        let form = [("csrf", token.as_str()), ("change", "pause"), ("reason", reason)];
+        assert_eq!(me.post_form("/console/connections/registry", &form).await.status().as_u16(), 303);
+        let (_, deployment) = me.page("/console/deployment").await;
+        assert!(deployment.contains("paused by operator at "), "{deployment}");
+        assert!(deployment.contains("registry maintenance &"), "the reason is shown, escaped");
+        assert!(!deployment.contains("<b>tonight"), "the reason is escaped");
+        assert!(deployment.contains("id=\"resume-registry\""));
+
+        let run = stack.admit("console-paused").await;
+        stack.until(&run, "waiting on the registry", |i| i["waiting"].is_object()).await;
+        let (_, page) = me.page(&format!("/console/runs/{run}")).await;
+        assert!(
+            page.contains("id=\"run-waiting\"") && page.contains("waiting: connection registry paused by operator")
+        );
+
+        let reader = Session::sign_in(&stack.url, READER_TOKEN).await;
+        let form = [("csrf", token.as_str()), ("change", "resume"), ("reason", "r")];
+        let forged = reader.post_form("/console/connections/registry", &form).await;
+        assert_eq!(forged.status().as_u16(), 403, "a reader may not resume it");
+
+        let form = [("csrf", token.as_str()), ("change", "resume"), ("reason", "the registry is back")];
+        assert_eq!(me.post_form("/console/connections/registry", &form).await.status().as_u16(), 303);
+        until_state(&stack.url, &run, "finished").await;
+        let (_, page) = me.page(&format!("/console/runs/{run}")).await;
+        assert!(!page.contains("id=\"run-waiting\""));
+    });
+}
