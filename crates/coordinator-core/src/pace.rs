@@ -1,11 +1,11 @@
 //! How fast one connection's product may be called: the pure rules behind
 //! flow control, on a clock the caller hands in.
 //!
-//! [`Pace`] is one connection's state. The service does not use it yet: flow
-//! control is not enforced (docs/reference/runtime.md, "Not supported"). It is
-//! made to be shared by every process of a deployment, kept in a database row
-//! and changed only in the transaction that takes or returns permits. Two
-//! questions change it:
+//! [`Pace`] is one connection's state, shared by every process of a
+//! deployment: kept in a database row and changed only under that row's lock
+//! (docs/reference/service.md#connections). The service keeps its hold and its
+//! breaker; limits (concurrency and rate) are not enforced yet. Two questions
+//! change it:
 //! - [`Pace::grant`]: how many of the requests waiting may be sent now,
 //!   given the [`Limits`] and how many are in flight;
 //! - [`Pace::answered`]: what an answer of the product says about its health.

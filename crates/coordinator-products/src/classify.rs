@@ -123,6 +123,31 @@ pub enum Reason {
     ClientUnavailable,
 }
 
+impl Reason {
+    /// What this answer says of the product's health, for the connection's
+    /// shared pace (`coordinator_core::pace`); `retry_after_ms` is the
+    /// `Retry-After` the answer gave. `None` when it says nothing of the
+    /// product: no credential, or the request could not be made at all.
+    ///
+    /// `429` and `503` ask everyone to slow down; a connection that could not
+    /// be made, a `5xx`, a body that broke off or is not the protocol's, a
+    /// timeout or a lost connection are failures; any other status is healthy
+    /// (a refusal included: the product answered).
+    pub fn health(&self, retry_after_ms: Option<i64>) -> Option<coordinator_core::pace::Health> {
+        use coordinator_core::pace::Health;
+        match self {
+            Reason::Status { status: 429 | 503 } => Some(Health::SlowDown { retry_after_ms }),
+            Reason::Status { status } | Reason::MalformedBody { status } if *status >= 500 => Some(Health::Failed),
+            Reason::MalformedBody { .. } => Some(Health::Failed),
+            Reason::Status { .. } => Some(Health::Healthy),
+            Reason::BodyUnreadable { .. } | Reason::NotConnected | Reason::TimedOut | Reason::ConnectionLost => {
+                Some(Health::Failed)
+            }
+            Reason::Token(_) | Reason::Unsendable(_) | Reason::ClientUnavailable => None,
+        }
+    }
+}
+
 /// How reading a response body failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BodyFailure {
@@ -248,6 +273,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn answers_say_what_they_say_of_the_products_health() {
+        use coordinator_core::pace::Health;
+        let status = |status| Reason::Status { status };
+        assert_eq!(status(429).health(Some(5000)), Some(Health::SlowDown { retry_after_ms: Some(5000) }));
+        assert_eq!(status(503).health(None), Some(Health::SlowDown { retry_after_ms: None }));
+        for failed in [status(500), status(502), Reason::NotConnected, Reason::TimedOut, Reason::ConnectionLost] {
+            assert_eq!(failed.health(None), Some(Health::Failed), "{failed:?}");
+        }
+        assert_eq!(Reason::MalformedBody { status: 200 }.health(None), Some(Health::Failed));
+        for healthy in [status(200), status(201), status(404), status(409), status(422)] {
+            assert_eq!(healthy.health(None), Some(Health::Healthy), "{healthy:?}");
+        }
+        assert_eq!(Reason::ClientUnavailable.health(None), None, "nothing was asked of the product");
+    }
 
     #[test]
     fn explained_debug_shows_the_kind_not_the_output() {

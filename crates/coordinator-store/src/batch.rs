@@ -154,7 +154,7 @@ impl Store {
         }
         let mut tx = self.pool.begin_for(Writer::Background).await?;
         // Read once the connection is taken, as a claim reads it.
-        let lease = self.eager(lease).filter(|_| crate::fence::refuse(&self.fence).is_ok());
+        let lease = self.eager(lease, at).filter(|_| crate::fence::refuse(&self.fence).is_ok());
         let batched = match tx.dialect() {
             Dialect::Pg => batch_pg(&mut tx, claims, owner, at, lease, &mut decide).await?,
             Dialect::Sqlite => {

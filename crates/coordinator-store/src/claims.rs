@@ -52,7 +52,7 @@ macro_rules! claim_work_sql {
             " FROM outbox o JOIN runs r ON r.id = o.run_id WHERE ",
             $rows,
             " AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') AND ",
-            crate::connections::not_paused!("o.conn"),
+            crate::connections::not_blocked!("o.conn", "$3"),
             " ORDER BY ",
             $order,
             " LIMIT ",
@@ -147,7 +147,7 @@ macro_rules! claim_timers_sql {
 /// `$scope` is the placeholder of "1 for receipts only"; `$work` and `$timer`
 /// add conditions on outbox rows `o` and timers `t`, `$more` more candidates.
 macro_rules! next_due_sql {
-    ($scope:literal, $work:literal, $timer:literal, $more:literal) => {
+    ($scope:literal, $now:literal, $work:literal, $timer:literal, $more:literal) => {
         concat!(
             "SELECT MIN(due) FROM (\
              SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
@@ -155,7 +155,7 @@ macro_rules! next_due_sql {
                AND (",
             $scope,
             " = 0 OR o.kind = 'receipt') AND ",
-            crate::connections::not_paused!("o.conn"),
+            crate::connections::not_blocked!("o.conn", $now),
             $work,
             " ORDER BY o.not_before LIMIT 1) AS due \
              UNION ALL SELECT (SELECT o.lease_until + 1 FROM outbox o JOIN runs r ON r.id = o.run_id \
@@ -163,7 +163,7 @@ macro_rules! next_due_sql {
                AND (",
             $scope,
             " = 0 OR o.kind = 'receipt') AND ",
-            crate::connections::not_paused!("o.conn"),
+            crate::connections::not_blocked!("o.conn", $now),
             $work,
             " ORDER BY o.lease_until LIMIT 1) \
              UNION ALL SELECT (SELECT t.due_at FROM timers t JOIN runs r ON r.id = t.run_id \
@@ -178,7 +178,14 @@ macro_rules! next_due_sql {
             " = 0",
             $timer,
             " \
-               ORDER BY t.lease_until LIMIT 1)",
+               ORDER BY t.lease_until LIMIT 1) \
+             UNION ALL SELECT (SELECT MIN(CASE WHEN c.hold_until > ",
+            $now,
+            " THEN c.hold_until ELSE c.probe_at END) FROM connections c WHERE c.paused_at IS NULL AND (c.hold_until > ",
+            $now,
+            " OR (c.breaker = 'open' AND c.probe_at > ",
+            $now,
+            ")))",
             $more,
             ") AS pending"
         )
@@ -207,8 +214,8 @@ const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!(
     ", (SELECT r.revision FROM runs r WHERE r.id = timers.run_id) AS revision, \
      (SELECT r.trace_parent FROM runs r WHERE r.id = timers.run_id) AS trace_parent"
 );
-/// `$1`: 1 for receipts only.
-const NEXT_DUE: &str = next_due_sql!("$1", "", "", "");
+/// `$1`: 1 for receipts only; `$2` now.
+const NEXT_DUE: &str = next_due_sql!("$1", "$2", "", "", "");
 /// Both claims and what is due after them, in one statement (in a transaction of its own, planned as `CLAIM_PLAN_PG` says):
 /// transaction): `$1`–`$5` as in `claim_work_sql`, `$6` the timer limit. Every
 /// part reads the snapshot before the claims, so the rows claimed now are left
@@ -228,6 +235,7 @@ const CLAIM_DUE_PG: &str = concat!(
      UNION ALL SELECT 'next', NULL, NULL, NULL, NULL, (",
     next_due_sql!(
         "$5",
+        "$3",
         " AND NOT EXISTS (SELECT 1 FROM claimed_work c WHERE c.run_id = o.run_id AND c.step = o.step AND c.kind = o.kind)",
         " AND NOT EXISTS (SELECT 1 FROM claimed_timers c WHERE c.run_id = t.run_id AND c.timer = t.timer)",
         " UNION ALL SELECT $2 + 1 WHERE EXISTS (SELECT 1 FROM claimed_work) OR EXISTS (SELECT 1 FROM claimed_timers)"
@@ -352,11 +360,12 @@ impl Store {
             let timers = claim_timer_rows(&mut tx, now, owner, lease_ms, timer_limit).await?;
             let work = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limits.work).await?;
             // The claims above are visible here: their leases count, not their due times.
-            let next = match tx.fetch_optional(NEXT_DUE, vec![scope.receipts_only().into()]).await? {
+            let next = match tx.fetch_optional(NEXT_DUE, vec![scope.receipts_only().into(), now.into()]).await? {
                 Some(row) => row.get(0)?,
                 None => None,
             };
             tx.commit().await?;
+            let work = self.with_probes(work, scope, now, owner, lease_ms, limits.work).await?;
             return Ok(Due { timers, work, next });
         }
         let mut tx = self.pool.begin_for(Writer::Background).await?;
@@ -376,7 +385,28 @@ impl Store {
                 _ => next = row.get(5)?,
             }
         }
-        Ok(Due { timers: in_timer_order(timers), work: in_work_order(work), next })
+        let work = self.with_probes(in_work_order(work), scope, now, owner, lease_ms, limits.work).await?;
+        Ok(Due { timers: in_timer_order(timers), work, next })
+    }
+
+    /// `work` a claim round took, and after it the probes of open breakers
+    /// that may go now, within the round's `limit` (`connections::probes`;
+    /// looked for only while this process knows a connection held back).
+    async fn with_probes(
+        &self,
+        mut work: Vec<(WorkItem, ClaimedRun)>,
+        scope: WorkScope,
+        now: i64,
+        owner: &str,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
+        if !self.any_connection_blocked(now) {
+            return Ok(work);
+        }
+        let room = limit.saturating_sub(u32::try_from(work.len()).unwrap_or(u32::MAX));
+        work.extend(self.claim_probes(scope, now, owner, lease_ms, room).await?);
+        Ok(work)
     }
 
     /// Gives a claim back before its lease ends (a worker shutting down), for a

@@ -60,7 +60,8 @@ const LEASE_QUEUED_SQLITE: &str = "UPDATE outbox SET lease_owner = $1, lease_unt
      WHERE o.run_id IN (SELECT j.value FROM json_each($3) AS j) \
      AND o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $4 \
      AND ($5 = 0 OR o.kind = 'receipt') AND (o.kind = 'receipt' OR NOT r.held) AND \
-     NOT EXISTS (SELECT 1 FROM connections pc WHERE pc.name = o.conn AND pc.paused_at IS NOT NULL) \
+     NOT EXISTS (SELECT 1 FROM connections pc WHERE pc.name = o.conn AND (pc.paused_at IS NOT NULL \
+     OR pc.hold_until > $4 OR pc.breaker <> 'closed')) \
      ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $6) \
      RETURNING run_id, step, kind, attempt, not_before, claims, \
      (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), \

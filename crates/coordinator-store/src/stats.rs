@@ -36,7 +36,7 @@ const QUEUE_HEADS: &str = concat!(
      SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
        WHERE o.lease_until IS NULL AND o.lane IS NULL AND o.not_before <= $1 AND (NOT r.held OR o.kind = 'receipt') \
        AND ",
-    crate::connections::not_paused!("o.conn"),
+    crate::connections::not_blocked!("o.conn", "$1"),
     " ORDER BY o.not_before LIMIT 1) AS due \
      UNION ALL SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
        WHERE o.lane = l.lane AND o.lane IS NOT NULL AND o.lease_until IS NULL AND o.not_before <= $1 \
@@ -46,7 +46,7 @@ const QUEUE_HEADS: &str = concat!(
      UNION ALL SELECT (SELECT MIN(CASE WHEN o.not_before <= $1 THEN o.not_before END) FROM outbox o \
        WHERE o.lease_until < $1 \
        AND (o.kind = 'receipt' OR NOT (SELECT r.held FROM runs r WHERE r.id = o.run_id)) AND ",
-    crate::connections::not_paused!("o.conn"),
+    crate::connections::not_blocked!("o.conn", "$1"),
     ")) AS work), \
    (SELECT t.due_at FROM timers t JOIN runs r ON r.id = t.run_id \
      WHERE t.due_at <= $1 AND (t.lease_until IS NULL OR t.lease_until < $1) AND NOT r.held \

@@ -72,7 +72,27 @@ fn line(connection: &Value) -> String {
         }
         _ => "running".to_owned(),
     };
-    format!("{name}  {dispatch}  {state}  ({used})\n")
+    format!("{name}  {dispatch}  {state}{}  ({used})\n", pace(connection))
+}
+
+/// The breaker and a product's hold, when either holds the connection back (else nothing).
+fn pace(connection: &Value) -> String {
+    let at = |key: &str| connection["breaker"][key].as_i64().map(|ms| Instant(ms).to_rfc3339());
+    let mut text = String::new();
+    match connection["state"].as_str() {
+        Some("open") => {
+            let why = connection["breaker"]["why"].as_str().unwrap_or("-");
+            let since = at("since").unwrap_or_else(|| "-".into());
+            let probe = at("probeAt").map(|p| format!(", next probe at {p}")).unwrap_or_default();
+            text.push_str(&format!("; breaker open since {since}: {why}{probe}"));
+        }
+        Some("half-open") => text.push_str("; breaker half-open: a probe is in flight"),
+        _ => {}
+    }
+    if let Some(until) = connection["holdUntil"].as_i64() {
+        text.push_str(&format!("; held until {} (the product's Retry-After)", Instant(until).to_rfc3339()));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -92,6 +112,18 @@ mod tests {
              messaging  remote  paused by ops at 1970-01-01T00:00:00Z: asked to stop  (no workflow)\n"
         );
         assert_eq!(human_list(&json!({"connections": []})), "no connections\n");
+    }
+
+    #[test]
+    fn an_open_breaker_and_a_hold_are_said() {
+        let open = json!({"name": "messaging", "dispatch": "in-process", "workflows": ["w"], "paused": null,
+            "state": "open", "breaker": {"state": "open", "since": 0, "why": "the product answered HTTP 503",
+            "probeAt": 30_000, "failures": 0}, "holdUntil": 1000});
+        assert_eq!(
+            line(&open),
+            "messaging  in-process  running; breaker open since 1970-01-01T00:00:00Z: the product answered HTTP 503, \
+             next probe at 1970-01-01T00:00:30Z; held until 1970-01-01T00:00:01Z (the product's Retry-After)  (w)\n"
+        );
     }
 
     #[test]

@@ -311,3 +311,33 @@ fn excerpts_of_a_worker_file_mask_literal_secrets_and_keep_settings() {
     };
     assert_eq!(runtime::redact(&root, &remote), remote);
 }
+
+/// An in-process connection's `breaker`, each field optional; mistakes where they are.
+#[test]
+fn a_breaker_decodes_with_its_defaults_and_is_refused_where_it_is_not_kept() {
+    let breaker = |fields: &str| runtime_file(&runtime_with(true, &format!("{IN_PROCESS}    breaker: {fields}\n")));
+    let (file, diagnostics) = breaker("{openAfterFailures: 3, probeEverySeconds: 10}");
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let settings = file.and_then(|f| f.connections["registry"].breaker).map(|b| b.settings());
+    assert_eq!(settings.map(|s| (s.open_after_failures, s.probe_every_ms)), Some((3, 10_000)));
+    let (file, diagnostics) = breaker("{probeEverySeconds: 5}");
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let config = file.and_then(|f| f.connections["registry"].breaker);
+    assert_eq!(config.map(|b| (b.open_after_failures, b.probe_every_seconds)), Some((5, 5)), "the default count");
+    for (fields, expected) in [
+        ("{openAfterFailures: 0}", "14:34 schema.invalid-value"),
+        ("{probeEverySeconds: -1}", "14:34 schema.invalid-value"),
+        ("{probeEvery: 5}", "14:15 schema.unknown-field"),
+    ] {
+        let (_, diagnostics) = breaker(fields);
+        assert_eq!(positions(&diagnostics), [expected], "{fields}");
+    }
+    // Not kept for a remote connection.
+    let remote = "    dispatch: remote\n    workers: [registry-worker]\n    breaker: {openAfterFailures: 3}\n";
+    let (_, diagnostics) = runtime_file(&runtime_with(true, remote));
+    assert_eq!(positions(&diagnostics), ["14:5 schema.unknown-field"]);
+    assert!(
+        diagnostics[0].message.contains("kept only for the coordinator's in-process connections"),
+        "{diagnostics:?}"
+    );
+}

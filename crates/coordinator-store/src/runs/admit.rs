@@ -198,7 +198,7 @@ impl Store {
             .map(|a| admissions_pg::Admitting {
                 new: &a.new,
                 decision: &a.decision,
-                lease: self.eager(a.lease).filter(|_| !fenced),
+                lease: self.eager(a.lease, a.new.admitted_at).filter(|_| !fenced),
             })
             .collect();
         let answers = admissions_pg::admit(&mut conn, &runs, true, Some(owner)).await?;

@@ -2,11 +2,16 @@
 //! `resume_connection`, `connection_states`, `refresh_pauses`): no claim,
 //! offer or eager lease takes a paused connection's rows, which stay as they
 //! were (due, unleased, no claim counted); when work is next due is read
-//! without them; pausing and resuming are journaled once each.
+//! without them; pausing and resuming are journaled once each. And the shared
+//! pace (`Store::record_answer`): failures open the breaker and then only a
+//! probe is claimed; a healthy answer closes it; a `Retry-After` holds the
+//! connection for every run.
 
 use coordinator_core::machine::compiled::Workflow;
+use coordinator_core::pace::{BreakerChange, BreakerSettings, Health};
 use coordinator_store::{
-    Admission, Claim, ClaimLimits, ConnectionState, Decision, EagerLease, Guarded, Pause, Store, StoreError, WorkScope,
+    Admission, Claim, ClaimLimits, ConnectionState, Decision, Due, EagerLease, Guarded, PaceView, Pause, Store,
+    StoreError, WorkScope,
 };
 
 use super::support::{T0, TestDb, deciding, first, new_run, put_flagship_package, raw_count, run_id, workflow};
@@ -60,7 +65,11 @@ pub(crate) async fn a_paused_connection_is_neither_claimed_nor_due(db: &TestDb) 
     assert!(receipts.work.is_empty() && receipts.next.is_none(), "no receipt lookup is queued: {receipts:?}");
 
     let states = ok(db.connection_states().await, "states");
-    assert_eq!(states, vec![ConnectionState { name: "breg".into(), paused: Some(expected.clone()) }]);
+    let pace = PaceView::default();
+    assert_eq!(
+        states,
+        vec![ConnectionState { name: "breg".into(), paused: Some(expected.clone()), pace: pace.clone() }]
+    );
 
     let lifted = ok(db.resume_connection("breg", T0 + 20, "ops", "BReg is back").await, "resume");
     assert_eq!(lifted, Some(expected));
@@ -70,7 +79,10 @@ pub(crate) async fn a_paused_connection_is_neither_claimed_nor_due(db: &TestDb) 
     let claimed: Vec<&str> = due.work.iter().map(|(item, _)| item.run_id.as_str()).collect();
     assert_eq!(claimed, vec![paused.as_str()], "resumed: its row is claimed");
     assert!(due.work.iter().all(|(item, _)| !item.reclaimed && item.claims == 1), "no claim counted while paused");
-    assert_eq!(ok(db.connection_states().await, "states"), vec![ConnectionState { name: "breg".into(), paused: None }]);
+    assert_eq!(
+        ok(db.connection_states().await, "states"),
+        vec![ConnectionState { name: "breg".into(), paused: None, pace }]
+    );
 
     let journaled = raw_count(db, "SELECT count(*) FROM audit WHERE kind = 'connection' AND run_id IS NULL").await;
     assert_eq!(journaled, 2, "one pause and one resume: the repeated commands changed nothing");
@@ -135,4 +147,88 @@ pub(crate) async fn no_process_leases_eagerly_while_a_connection_is_paused(db: &
     assert!(!db.any_connection_paused());
     let (_, leased) = admit_leasing(3).await;
     assert_eq!(leased.len(), usize::from(db.is_postgres()), "resumed: PostgreSQL leases at admission again");
+}
+
+/// Opens after two failures, probes every 10 s.
+fn two_failures() -> BreakerSettings {
+    BreakerSettings { open_after_failures: 2, probe_every_ms: 10_000 }
+}
+
+fn runs_of(due: &Due) -> Vec<&str> {
+    due.work.iter().map(|(item, _)| item.run_id.as_str()).collect()
+}
+
+pub(crate) async fn failures_open_the_breaker_and_then_only_a_probe_is_claimed(db: &TestDb) {
+    let wf = workflow();
+    let down: Vec<String> = [1, 2, 3].iter().map(|&n| run_id(n)).collect();
+    for n in 1..=3 {
+        admit_to(db, &wf, n, "breg", None).await;
+    }
+    let up = admit_to(db, &wf, 4, "casework", None).await;
+    let t = T0 + 100;
+
+    let (view, change) = ok(db.record_answer("breg", Health::Failed, &two_failures(), "HTTP 503", t).await, "first");
+    assert_eq!((view.breaker, view.failures, change), ("closed", 1, None));
+    assert!(db.pace_unsettled("breg"), "a failure leaves the pace unsettled");
+    let (view, change) =
+        ok(db.record_answer("breg", Health::Failed, &two_failures(), "HTTP 503", t + 1).await, "second");
+    assert_eq!((view.breaker, change), ("open", Some(BreakerChange::Opened)));
+    assert_eq!((view.since, view.probe_at, view.why.as_deref()), (Some(t + 1), Some(t + 10_001), Some("HTTP 503")));
+    assert!(db.any_connection_blocked(t + 2));
+
+    let due = ok(db.claim_due(WorkScope::All, t + 2, "w1", LEASE_MS, work(10)).await, "claim while open");
+    assert_eq!(runs_of(&due), vec![up.as_str()], "nothing of an open breaker's connection is claimed");
+    assert_eq!(due.next, Some(t + 10_001), "the probe is when work is next due: {due:?}");
+
+    let probe = ok(db.claim_due(WorkScope::All, t + 10_001, "w1", LEASE_MS, work(10)).await, "probe");
+    assert_eq!(runs_of(&probe), vec![down[0].as_str()], "one probe: the connection's next due row");
+    let states = ok(db.connection_states().await, "states");
+    assert_eq!(states.iter().map(|s| s.pace.breaker).collect::<Vec<_>>(), vec!["half-open"]);
+    let other = ok(db.claim_due(WorkScope::All, t + 10_002, "w2", LEASE_MS, work(10)).await, "while probing");
+    assert!(other.work.is_empty(), "one probe at a time: {other:?}");
+
+    let (view, change) =
+        ok(db.record_answer("breg", Health::Healthy, &two_failures(), "HTTP 200", t + 10_003).await, "ok");
+    assert_eq!((view.breaker, change), ("closed", Some(BreakerChange::Closed)));
+    let after = ok(db.claim_due(WorkScope::All, t + 10_004, "w2", LEASE_MS, work(10)).await, "closed");
+    assert_eq!(runs_of(&after), vec![down[1].as_str(), down[2].as_str()], "closed: the rest is claimed");
+
+    let sql = "SELECT count(*) FROM audit WHERE kind = 'connection' AND run_id IS NULL";
+    assert_eq!(raw_count(db, sql).await, 2, "opening and closing are journaled");
+}
+
+pub(crate) async fn a_failed_probe_opens_the_breaker_again(db: &TestDb) {
+    let wf = workflow();
+    admit_to(db, &wf, 1, "breg", None).await;
+    admit_to(db, &wf, 2, "breg", None).await;
+    let t = T0 + 100;
+    for i in 0..2 {
+        ok(db.record_answer("breg", Health::Failed, &two_failures(), "no connection", t + i).await, "failure");
+    }
+    let probe = ok(db.claim_due(WorkScope::All, t + 10_001, "w1", LEASE_MS, work(10)).await, "probe");
+    assert_eq!(probe.work.len(), 1);
+    let (view, change) =
+        ok(db.record_answer("breg", Health::Failed, &two_failures(), "no connection", t + 10_050).await, "failed");
+    assert_eq!(
+        (view.breaker, change, view.probe_at),
+        ("open", None, Some(t + 20_050)),
+        "open again, not journaled again"
+    );
+    assert_eq!(view.since, Some(t + 1), "open since it first opened");
+    let due = ok(db.claim_due(WorkScope::All, t + 20_000, "w2", LEASE_MS, work(10)).await, "before the next probe");
+    assert!(due.work.is_empty(), "{due:?}");
+}
+
+pub(crate) async fn a_retry_after_holds_the_connection_for_everyone(db: &TestDb) {
+    let wf = workflow();
+    let held = admit_to(db, &wf, 1, "breg", None).await;
+    let t = T0 + 100;
+    let slow = Health::SlowDown { retry_after_ms: Some(5_000) };
+    let (view, change) = ok(db.record_answer("breg", slow, &BreakerSettings::default(), "HTTP 429", t).await, "429");
+    assert_eq!((view.breaker, change, view.hold_until), ("closed", None, t + 5_000));
+    let due = ok(db.claim_due(WorkScope::All, t + 1, "w1", LEASE_MS, work(10)).await, "held");
+    assert!(due.work.is_empty(), "nothing is sent before the hold ends: {due:?}");
+    assert_eq!(due.next, Some(t + 5_000), "the hold's end is when work is next due");
+    let due = ok(db.claim_due(WorkScope::All, t + 5_000, "w1", LEASE_MS, work(10)).await, "after");
+    assert_eq!(runs_of(&due), vec![held.as_str()]);
 }

@@ -1,6 +1,7 @@
 //! `GET /v1/connections`, `POST /v1/connections/{name}/pause` and
-//! `/resume` (docs/reference/operations.md#connections): the deployment's
-//! connections and an operator's pause of one.
+//! `/resume` (docs/reference/service.md#connections): the deployment's
+//! connections — each one's pause, breaker and hold — and an operator's
+//! pause of one.
 //!
 //! Listing needs the `operate` role for some workflow. Pausing or resuming a
 //! connection needs `operate` for every workflow whose stored revisions call
@@ -39,13 +40,24 @@ fn pause_json(pause: &Pause) -> Value {
     json!({"by": pause.by, "at": pause.at, "reason": pause.reason})
 }
 
-/// A connection as JSON.
-fn view_json(view: &ConnectionView) -> Value {
+/// A connection as JSON at `now` (a hold that ended is shown as none).
+pub(super) fn view_json(view: &ConnectionView, now: i64) -> Value {
+    let pace = &view.pace;
     json!({
         "name": view.name,
         "dispatch": view.dispatch,
         "workflows": view.workflows,
         "paused": view.paused.as_ref().map(pause_json),
+        "state": pace.breaker,
+        "breaker": {
+            "state": pace.breaker,
+            "since": pace.since,
+            "why": pace.why,
+            "probeAt": pace.probe_at,
+            "failures": pace.failures,
+        },
+        "holdUntil": (pace.hold_until > now).then_some(pace.hold_until),
+        "pace": pace.factor,
     })
 }
 
@@ -55,7 +67,8 @@ pub(super) async fn list(caller: Caller, State(engine): State<Arc<Engine>>) -> R
         return Err(ApiError::forbidden(Role::Operate, None));
     }
     let views = engine.connections_view().await?;
-    Ok(Json(json!({"connections": views.iter().map(view_json).collect::<Vec<_>>()})))
+    let now = engine.now();
+    Ok(Json(json!({"connections": views.iter().map(|v| view_json(v, now)).collect::<Vec<_>>()})))
 }
 
 /// `POST /v1/connections/{name}/pause`: `200` with the connection and
@@ -124,7 +137,9 @@ async fn authorized(
 /// `200` with connection `name` as it is now, and whether the command changed it.
 async fn answer(engine: &Engine, name: &str, changed: bool) -> Result<Json<Value>, ApiError> {
     let views = engine.connections_view().await?;
-    let mut body = views.iter().find(|v| v.name == name).map(view_json).unwrap_or_else(|| json!({"name": name}));
+    let now = engine.now();
+    let mut body =
+        views.iter().find(|v| v.name == name).map(|v| view_json(v, now)).unwrap_or_else(|| json!({"name": name}));
     body["changed"] = json!(changed);
     Ok(Json(body))
 }

@@ -292,9 +292,12 @@ async fn health() -> Json<serde_json::Value> {
 /// How long readiness waits for the database's answer.
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Readiness (not liveness): `200 {"status": "ready"}`, else `503` with
-/// `status` `draining` (the process is stopping) or `database-unreachable`
-/// (no answer to a round trip within [`READY_TIMEOUT`]).
+/// Readiness (not liveness): `200 {"status": "ready", "connections"}`, else
+/// `503` with `status` `draining` (the process is stopping) or
+/// `database-unreachable` (no answer to a round trip within
+/// [`READY_TIMEOUT`]). `connections` lists the connections held back (their
+/// breaker not closed, or paused), since when and why: a product being down
+/// does not make the coordinator unready.
 async fn ready(State(engine): State<Arc<Engine>>) -> Response {
     let unready = |status: &str| (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": status}))).into_response();
     if engine.is_draining() {
@@ -304,9 +307,27 @@ async fn ready(State(engine): State<Arc<Engine>>) -> Response {
         return unready("fenced");
     }
     match tokio::time::timeout(READY_TIMEOUT, engine.store().ping()).await {
-        Ok(Ok(())) => Json(json!({"status": "ready"})).into_response(),
-        Ok(Err(_)) | Err(_) => unready("database-unreachable"),
+        Ok(Ok(())) => {}
+        Ok(Err(_)) | Err(_) => return unready("database-unreachable"),
     }
+    let states = match tokio::time::timeout(READY_TIMEOUT, engine.store().connection_states()).await {
+        Ok(Ok(states)) => states,
+        Ok(Err(_)) | Err(_) => return unready("database-unreachable"),
+    };
+    let held: Vec<serde_json::Value> = states
+        .iter()
+        .filter(|s| s.paused.is_some() || s.pace.breaker != "closed")
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "state": s.pace.breaker,
+                "since": s.pace.since,
+                "why": s.pace.why,
+                "paused": s.paused.is_some(),
+            })
+        })
+        .collect();
+    Json(json!({"status": "ready", "connections": held})).into_response()
 }
 
 /// The engine's metrics in the Prometheus text format (version 0.0.4), for
@@ -323,15 +344,16 @@ async fn metrics(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Re
     engine.metrics().queue_heads(store.queue_heads(now).await.map_err(EngineError::from)?, now);
     engine.metrics().fenced(engine.is_fenced());
     let states = store.connection_states().await.map_err(EngineError::from)?;
-    let paused: Vec<(String, bool)> = engine
+    let connections: Vec<(String, bool, &str)> = engine
         .connection_names()
         .into_iter()
         .map(|name| {
-            let paused = states.iter().any(|s| s.name == name && s.paused.is_some());
-            (name, paused)
+            let state = states.iter().find(|s| s.name == name);
+            let paused = state.is_some_and(|s| s.paused.is_some());
+            (name, paused, state.map_or("closed", |s| s.pace.breaker))
         })
         .collect();
-    engine.metrics().connections_paused(&paused);
+    engine.metrics().connections(&connections);
     engine.hints.record(engine.metrics());
     let text = engine.metrics().render();
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())

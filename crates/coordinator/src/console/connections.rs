@@ -25,6 +25,8 @@ pub(crate) struct ConnectionRow {
     pub(crate) workflows: String,
     /// `paused by … at …: reason`, while it is paused.
     pub(crate) paused: Option<String>,
+    /// The breaker while not closed, and a product's hold, in a sentence.
+    pub(crate) held: Option<String>,
     /// Whether the viewer may pause or resume it.
     pub(crate) may_steer: bool,
 }
@@ -43,6 +45,7 @@ pub(crate) async fn rows(engine: &Engine, viewer: &Viewer) -> Result<Vec<Connect
     if !viewer.principal.holds_somewhere(Role::Operate) {
         return Ok(Vec::new());
     }
+    let now = engine.now();
     Ok(engine
         .connections_view()
         .await?
@@ -50,11 +53,31 @@ pub(crate) async fn rows(engine: &Engine, viewer: &Viewer) -> Result<Vec<Connect
         .map(|view| ConnectionRow {
             may_steer: may_steer(viewer, &view),
             paused: view.paused.as_ref().map(|p| format!("paused by {} at {}: {}", p.by, rfc3339(p.at), p.reason)),
+            held: held(&view.pace, now),
             workflows: if view.workflows.is_empty() { "none".to_owned() } else { view.workflows.join(", ") },
             dispatch: view.dispatch,
             name: view.name,
         })
         .collect())
+}
+
+/// The breaker (while not closed) and a product's hold (while in force) at `now`, in words.
+fn held(pace: &coordinator_store::PaceView, now: i64) -> Option<String> {
+    let mut parts = Vec::new();
+    match pace.breaker {
+        "open" => parts.push(format!(
+            "breaker open since {}: {}{}",
+            pace.since.map_or_else(|| "-".to_owned(), rfc3339),
+            pace.why.as_deref().unwrap_or("-"),
+            pace.probe_at.map(|p| format!("; next probe at {}", rfc3339(p))).unwrap_or_default()
+        )),
+        "half-open" => parts.push("breaker half-open: a probe is in flight".to_owned()),
+        _ => {}
+    }
+    if pace.hold_until > now {
+        parts.push(format!("held until {} (the product's Retry-After)", rfc3339(pace.hold_until)));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The pause form.

@@ -227,6 +227,13 @@ async fn attempt(
         .call_traced(target.conn, &target.operation, &call.command, &run.id, attempt, target.effect.into(), trace)
         .await;
     let reason = request.end(sending, "attempt", &target, &explained);
+    let retry_after_ms = match &explained.answer {
+        CallAnswer::Retryable { retry_after_seconds: Some(s) } => {
+            Some(i64::try_from(*s).unwrap_or(i64::MAX / 1000) * 1000)
+        }
+        _ => None,
+    };
+    engine.pace_answered(target.connection, &explained.reason, retry_after_ms).await;
     Ok(Some((Event::CallAnswered { step, attempt, answer: explained.answer }, Some(reason))))
 }
 
@@ -242,6 +249,7 @@ async fn receipt(
     let trace = Some(request.trace.traceparent(&sending.span));
     let explained = engine.products.receipt_traced(target.conn, &call.command.idempotency_key, trace).await;
     let reason = request.end(sending, "receipt", &target, &explained);
+    engine.pace_answered(target.connection, &explained.reason, None).await;
     Ok(Some((Event::ReceiptAnswered { step: item.step.clone(), answer: explained.answer }, Some(reason))))
 }
 
@@ -264,6 +272,7 @@ async fn observe(
     let trace = Some(request.trace.traceparent(&sending.span));
     let explained = engine.products.observe_traced(target.conn, &wait.completion.name, &record.reference, trace).await;
     let reason = request.end(sending, "observation", &target, &explained);
+    engine.pace_answered(target.connection, &explained.reason, None).await;
     Ok(Some((Event::CompletionObserved { step, seq, answer: explained.answer }, Some(reason))))
 }
 

@@ -1,5 +1,5 @@
 //! The deployment's connections as an operator sees and steers them
-//! (docs/reference/operations.md#connections): each one runtime.yaml names,
+//! (docs/reference/service.md#connections): each one runtime.yaml names,
 //! whether it is served here or by remote workers, which workflows call
 //! through it, and an operator's pause.
 //!
@@ -13,7 +13,8 @@ use std::collections::BTreeSet;
 
 use coordinator_core::machine::action::Action;
 use coordinator_core::machine::compiled::Workflow;
-use coordinator_store::Pause;
+use coordinator_core::pace::{BreakerChange, BreakerSettings, Health};
+use coordinator_store::{PaceView, Pause};
 
 use crate::dispatch::remote::connection_of;
 use crate::engine::Engine;
@@ -23,7 +24,7 @@ use crate::engine::error::EngineError;
 pub const MAX_REASON_CHARS: usize = 500;
 
 /// One connection of the deployment, as `GET /v1/connections` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionView {
     /// Its name in runtime.yaml.
     pub name: String,
@@ -33,6 +34,8 @@ pub struct ConnectionView {
     pub workflows: Vec<String>,
     /// The operator's pause, while it is paused.
     pub paused: Option<Pause>,
+    /// Its shared pace: the breaker and a product's hold.
+    pub pace: PaceView,
 }
 
 /// Why a pause or resume was refused before anything was written.
@@ -90,6 +93,7 @@ impl Engine {
                 dispatch: if self.remote.contains_key(&name) { "remote" } else { "in-process" },
                 workflows: users.iter().filter(|(_, c)| *c == name).map(|(w, _)| w.clone()).collect(),
                 paused: states.iter().find(|s| s.name == name).and_then(|s| s.paused.clone()),
+                pace: states.iter().find(|s| s.name == name).map(|s| s.pace.clone()).unwrap_or_default(),
                 name,
             })
             .collect())
@@ -146,6 +150,44 @@ impl Engine {
             return Err(EngineError::Connection(ConnectionRefusal::Reason));
         }
         Ok(())
+    }
+
+    /// Takes in what an answer of `connection`'s product says of its health
+    /// (the connection's shared pace: a `Retry-After` holds it for every run,
+    /// failures in a row open its breaker, a healthy answer closes it). A
+    /// healthy answer of a connection at full pace writes nothing. A failure
+    /// to record it is logged: the run's own answer is reported all the same.
+    pub(crate) async fn pace_answered(
+        &self,
+        connection: &str,
+        reason: &coordinator_products::Reason,
+        retry_after_ms: Option<i64>,
+    ) {
+        let Some(health) = reason.health(retry_after_ms) else { return };
+        if health == Health::Healthy && !self.store.pace_unsettled(connection) {
+            return;
+        }
+        let settings = self.breaker_of(connection);
+        let why = reason.to_string();
+        match self.store.record_answer(connection, health, &settings, &why, self.now()).await {
+            Ok((_, Some(BreakerChange::Opened))) => tracing::warn!(
+                connection,
+                reason = %why,
+                probe_every_seconds = settings.probe_every_ms / 1000,
+                "the connection's breaker opened: only a probe is sent until an answer closes it"
+            ),
+            Ok((_, Some(BreakerChange::Closed))) => {
+                tracing::info!(connection, "the connection's breaker closed: its requests are sent again");
+                self.wake.notify_one();
+            }
+            Ok((_, None)) => {}
+            Err(e) => tracing::warn!(connection, error = %e, "the connection's pace could not be recorded"),
+        }
+    }
+
+    /// The breaker settings of `connection` (runtime.yaml, else the defaults).
+    pub(crate) fn breaker_of(&self, connection: &str) -> BreakerSettings {
+        self.breakers.get(connection).copied().unwrap_or_default()
     }
 
     /// (workflow, connection) for every connection a stored revision's

@@ -104,6 +104,8 @@ pub struct Engine {
     pub(crate) connections: HashMap<String, Connection>,
     /// Remote connection name → the subjects allowed to serve it ([`crate::dispatch::remote`]).
     pub(crate) remote: crate::dispatch::remote::RemoteConnections,
+    /// Connection name → its breaker's settings, where runtime.yaml sets them ([`crate::engine::connections`]).
+    pub(crate) breakers: HashMap<String, coordinator_core::pace::BreakerSettings>,
     settings: Settings,
     /// Compiled workflows by revision, bounded ([`crate::engine::workflow_cache`]).
     pub(crate) workflows: crate::engine::workflow_cache::Definitions,
@@ -169,6 +171,7 @@ impl Engine {
             products: ProductClient::new(),
             connections,
             remote: crate::dispatch::remote::RemoteConnections::new(),
+            breakers: HashMap::new(),
             settings,
             workflows: crate::engine::workflow_cache::Definitions::new(crate::engine::workflow_cache::CAPACITY_BYTES),
             opened: crate::engine::snapshot::cache::Opened::new(crate::engine::snapshot::cache::CAPACITY_BYTES),
@@ -228,6 +231,14 @@ impl Engine {
     #[must_use]
     pub fn with_remote(mut self, remote: crate::dispatch::remote::RemoteConnections) -> Self {
         self.remote = remote;
+        self
+    }
+
+    /// The same engine with these connections' breaker settings (runtime.yaml
+    /// `breaker`; the others have the defaults).
+    #[must_use]
+    pub fn with_breakers(mut self, breakers: HashMap<String, coordinator_core::pace::BreakerSettings>) -> Self {
+        self.breakers = breakers;
         self
     }
 

@@ -214,6 +214,15 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     let remote: crate::dispatch::remote::RemoteConnections = deployment.remote.clone().into_iter().collect();
     let engine = Engine::new(store, deployment.keyring, deployment.connections.clone(), deployment.settings)
         .with_remote(remote)
+        .with_breakers(
+            deployment
+                .config
+                .runtime
+                .connections
+                .iter()
+                .filter_map(|(name, c)| c.breaker.map(|b| (name.clone(), b.settings())))
+                .collect(),
+        )
         .with_event_secrets(deployment.event_secrets.clone())
         .with_retention(deployment.config.runtime.retention.map(|r| r.ended_runs_days));
     let engine = match &deployment.redis {

@@ -63,6 +63,8 @@ pub const DEFINITION_CACHE: &str = "coordinator_definition_cache_total";
 pub const FENCED: &str = "coordinator_fenced";
 /// Gauge: 1 while an operator has paused the connection (`connection`), else 0, read at scrape time.
 pub const CONNECTION_PAUSED: &str = "coordinator_connection_paused";
+/// Gauge: the connection's breaker (`connection`): 0 closed, 1 open, 2 half-open, read at scrape time.
+pub const CONNECTION_STATE: &str = "coordinator_connection_state";
 
 /// Histogram buckets of [`DECISION_SECONDS`] and [`CLAIM_ROUND_SECONDS`].
 const DECISION_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
@@ -187,6 +189,10 @@ impl Metrics {
                 CONNECTION_PAUSED,
                 "1 while an operator has paused the connection (nothing is sent to it), else 0 (read at scrape time)."
             );
+            describe_gauge!(
+                CONNECTION_STATE,
+                "The connection's breaker: 0 closed, 1 open (only a probe is sent), 2 half-open (read at scrape time)."
+            );
             describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Decision and commit latency, by event kind.");
             describe_histogram!(
                 DISPATCH_DELAY_SECONDS,
@@ -309,11 +315,17 @@ impl Metrics {
         self.with(|| counter!(DEFINITION_CACHE, "result" => result).increment(1));
     }
 
-    /// Sets each connection's pause gauge: `(name, paused)`.
-    pub fn connections_paused(&self, connections: &[(String, bool)]) {
+    /// Sets each connection's gauges: `(name, paused, breaker)` (`closed`, `open`, `half-open`).
+    pub fn connections(&self, connections: &[(String, bool, &str)]) {
         self.with(|| {
-            for (name, paused) in connections {
+            for (name, paused, breaker) in connections {
                 gauge!(CONNECTION_PAUSED, "connection" => name.clone()).set(if *paused { 1.0 } else { 0.0 });
+                let state = match *breaker {
+                    "open" => 1.0,
+                    "half-open" => 2.0,
+                    _ => 0.0,
+                };
+                gauge!(CONNECTION_STATE, "connection" => name.clone()).set(state);
             }
         });
     }

@@ -45,10 +45,10 @@ fn a_paused_connection_is_sent_nothing_until_it_is_resumed_even_across_a_restart
         let registry =
             listed["connections"].as_array().and_then(|c| c.iter().find(|c| c["name"] == "registry")).cloned();
         let registry = registry.unwrap_or_else(|| panic!("registry is listed: {listed}"));
-        assert_eq!(
-            registry,
-            json!({"name": "registry", "dispatch": "in-process", "workflows": ["reviewed-notice"], "paused": null})
-        );
+        let closed = json!({"state": "closed", "since": null, "why": null, "probeAt": null, "failures": 0});
+        let expected = json!({"name": "registry", "dispatch": "in-process", "workflows": ["reviewed-notice"],
+            "paused": null, "state": "closed", "breaker": closed, "holdUntil": null, "pace": 1.0});
+        assert_eq!(registry, expected);
 
         let (status, paused) = pause(&stack, "registry", "pause", &json!({"reason": REASON})).await;
         assert_eq!(status, 200, "{paused}");

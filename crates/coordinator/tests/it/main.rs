@@ -37,6 +37,7 @@ mod metrics;
 mod oidc;
 mod openapi;
 mod operator;
+mod pace;
 mod packages;
 mod parity;
 mod payload_keys;

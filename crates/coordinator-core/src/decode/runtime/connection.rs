@@ -13,14 +13,16 @@ use std::collections::BTreeSet;
 
 use crate::decode::{Decoder, closest, optional};
 use crate::diagnostic::{Code, Span};
-use crate::model::runtime::{Authorization, ClientSecretGrant, Connection, Dispatch, PrivateKeyJwtGrant, Timeouts};
+use crate::model::runtime::{
+    Authorization, BreakerConfig, ClientSecretGrant, Connection, Dispatch, PrivateKeyJwtGrant, Timeouts,
+};
 use crate::yaml::{Key, Node, NodeValue};
 
 use super::{secret, text, url};
 
 /// Every field a connection has somewhere.
 const FIELDS: &[&str] =
-    &["product", "dispatch", "baseUrl", "authorization", "workers", "eventSigningSecret", "timeouts"];
+    &["product", "dispatch", "baseUrl", "authorization", "workers", "eventSigningSecret", "timeouts", "breaker"];
 /// `dispatch` as written.
 const DISPATCHES: &[(&str, Dispatch)] = &[("in-process", Dispatch::InProcess), ("remote", Dispatch::Remote)];
 /// The fields of an authorization, whatever its type.
@@ -59,9 +61,13 @@ pub(in crate::decode) fn connection(d: &mut Decoder<'_>, place: Place, key: &Key
     };
     let f = d.object(node, &what, key.span, FIELDS, &["product"])?;
     let (required, refused): (&[&str], &[&str]) = match (place, dispatch) {
-        (Place::Worker, _) => (&["baseUrl", "authorization"], &["dispatch", "workers", "eventSigningSecret"]),
+        (Place::Worker, _) => {
+            (&["baseUrl", "authorization"], &["dispatch", "workers", "eventSigningSecret", "breaker"])
+        }
         (Place::Runtime, Some(Dispatch::InProcess)) => (&["baseUrl", "authorization"], &["workers"]),
-        (Place::Runtime, Some(Dispatch::Remote)) => (&["workers"], &["baseUrl", "authorization", "timeouts"]),
+        (Place::Runtime, Some(Dispatch::Remote)) => {
+            (&["workers"], &["baseUrl", "authorization", "timeouts", "breaker"])
+        }
         (Place::Runtime, None) => (&[], &[]),
     };
     let complete = required.iter().all(|field| node.get(field).is_some());
@@ -91,6 +97,18 @@ pub(in crate::decode) fn connection(d: &mut Decoder<'_>, place: Place, key: &Key
         let request = t.get("requestSeconds").and_then(|n| d.uint(n, "requestSeconds", 1));
         Some(Timeouts { connect_seconds: connect?, request_seconds: request? })
     });
+    let breaker = optional(present("breaker"), |n| {
+        let fields = ["openAfterFailures", "probeEverySeconds"];
+        let b = d.object(n, &format!("the breaker of {what}"), f.key_span("breaker"), &fields, &[])?;
+        let failures = optional(b.get("openAfterFailures"), |n| {
+            d.uint(n, "openAfterFailures", 1).map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+        });
+        let probe = optional(b.get("probeEverySeconds"), |n| d.uint(n, "probeEverySeconds", 1));
+        Some(BreakerConfig {
+            open_after_failures: failures?.unwrap_or(BreakerConfig::DEFAULT_OPEN_AFTER_FAILURES),
+            probe_every_seconds: probe?.unwrap_or(BreakerConfig::DEFAULT_PROBE_EVERY_SECONDS),
+        })
+    });
     if !complete {
         return None;
     }
@@ -102,6 +120,7 @@ pub(in crate::decode) fn connection(d: &mut Decoder<'_>, place: Place, key: &Key
         workers: workers?.unwrap_or_default(),
         event_signing_secret: event_signing_secret?,
         timeouts: timeouts?,
+        breaker: breaker?,
     })
 }
 
@@ -140,6 +159,12 @@ fn misplaced(place: Place, connection: &str, field: &str) -> (String, String) {
             format!("{connection} is in-process: `workers` is only for a connection with `dispatch: remote`"),
             "remove `workers`, or write `dispatch: remote` and move the product's baseUrl and authorization \
              to the worker.yaml of the workers that serve it"
+                .to_owned(),
+        ),
+        (_, "breaker") => (
+            format!("{connection} has a `breaker`, which is kept only for the coordinator's in-process connections"),
+            "remove it here: the breaker of a connection served by `coordinator worker` processes is not kept \
+             (docs/reference/runtime.md#a-connection); an operator can pause any connection"
                 .to_owned(),
         ),
         (Place::Runtime, _) => (

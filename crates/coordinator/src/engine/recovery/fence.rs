@@ -72,7 +72,7 @@ impl Engine {
             watch.last_read = Some(Instant::now());
             self.store.check_fence(self.now()).await?;
             // What eager dispatch needs to know of other processes' pauses (`coordinator_store::connections`).
-            self.store.refresh_pauses().await?;
+            self.store.refresh_connections(self.now()).await?;
         }
         match (self.store.fence_tripped(), &watch.placed_for) {
             (Some(evidence), placed) if placed.as_ref() != Some(&evidence) => {

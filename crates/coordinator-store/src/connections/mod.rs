@@ -1,5 +1,6 @@
-//! The deployment's state of each connection: an operator's pause
-//! (docs/reference/operations.md#connections).
+//! The deployment's state of each connection: an operator's pause, and the
+//! pace every process shares ([`pace`]: a product's `Retry-After`, the
+//! breaker), with its probes ([`probes`]) (docs/reference/service.md#connections).
 //!
 //! A paused connection is sent nothing: every claim, offer and eager lease
 //! of outbox rows leaves the rows whose `conn` names it where they are
@@ -11,11 +12,20 @@
 //!
 //! Eager dispatch (`commit_leases`) decides in the process which rows it
 //! leases as they are queued: each process remembers whether any
-//! connection is paused ([`Store::refresh_pauses`], its own pauses at
-//! once) and leases nothing eagerly while one is, so its work goes through
-//! claims, which read the pause in their own statement.
+//! connection is held back ([`Store::refresh_pauses`] every second, its own
+//! changes at once) and leases nothing eagerly while one is, so its work goes
+//! through claims, which read the connections in their own statement.
 
+pub(crate) mod pace;
+pub(crate) mod probes;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use coordinator_core::pace::Limits;
+
+pub use pace::PaceView;
 
 use crate::audit::{self, Line};
 use crate::types::EagerLease;
@@ -33,8 +43,33 @@ macro_rules! not_paused {
 }
 pub(crate) use not_paused;
 
-const STATES: &str = "SELECT name, paused_by, paused_at, paused_reason FROM connections ORDER BY name";
-const STATE: &str = "SELECT name, paused_by, paused_at, paused_reason FROM connections WHERE name = $1";
+/// A condition on the outbox row's connection column `$conn` at the instant
+/// `$now` (SQL text): nothing holds it back — no pause, no hold of a
+/// product's `Retry-After`, no breaker open or half-open (its probe is
+/// claimed apart, [`probes`]). A row naming no connection never is.
+macro_rules! not_blocked {
+    ($conn:literal, $now:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM connections pc WHERE pc.name = ",
+            $conn,
+            " AND (pc.paused_at IS NOT NULL OR pc.hold_until > ",
+            $now,
+            " OR pc.breaker <> 'closed'))"
+        )
+    };
+}
+pub(crate) use not_blocked;
+
+const STATES: &str = concat!(
+    "SELECT name, paused_by, paused_at, paused_reason, breaker_why, ",
+    pace::pace_columns!(),
+    " FROM connections ORDER BY name"
+);
+const STATE: &str = concat!(
+    "SELECT name, paused_by, paused_at, paused_reason, breaker_why, ",
+    pace::pace_columns!(),
+    " FROM connections WHERE name = $1"
+);
 const ANY_PAUSED: &str = "SELECT count(*) FROM connections WHERE paused_at IS NOT NULL";
 const PAUSE: &str = "INSERT INTO connections (name, paused_by, paused_at, paused_reason) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (name) DO UPDATE SET paused_by = excluded.paused_by, paused_at = excluded.paused_at, \
@@ -54,18 +89,48 @@ pub struct Pause {
 }
 
 /// A connection the store holds a state for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionState {
     /// The connection's name (runtime.yaml).
     pub name: String,
     /// Its pause, while it is paused.
     pub paused: Option<Pause>,
+    /// Its pace: the breaker and a product's hold.
+    pub pace: PaceView,
 }
 
-/// What this process remembers of the connections: whether any is paused.
+/// What this process remembers of the connections: whether any is paused,
+/// and the pace of each that is not settled (by name).
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     any_paused: AtomicBool,
+    unsettled: Mutex<HashMap<String, PaceView>>,
+}
+
+impl Memory {
+    fn unsettled(&self, name: &str) -> bool {
+        self.unsettled.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(name)
+    }
+
+    /// Whether a pause, a hold or a breaker not closed holds any connection back at `now`.
+    fn any_blocked(&self, now: i64) -> bool {
+        self.any_paused.load(Ordering::Relaxed)
+            || self
+                .unsettled
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .values()
+                .any(|p| p.breaker != "closed" || p.hold_until > now)
+    }
+
+    fn remember(&self, name: &str, pace: &PaceView, now: i64) {
+        let mut unsettled = self.unsettled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pace.settled(now) {
+            unsettled.remove(name);
+        } else {
+            unsettled.insert(name.to_owned(), pace.clone());
+        }
+    }
 }
 
 impl Store {
@@ -75,6 +140,16 @@ impl Store {
         let rows = tx.fetch_all(STATES, Vec::new()).await?;
         let states = rows.iter().map(state_of).collect::<Result<Vec<_>, _>>()?;
         self.remember_pauses(states.iter().any(|s| s.paused.is_some()));
+        Ok(states)
+    }
+
+    /// Every connection's state, read into this process's memory of them
+    /// (the restore fence's watch calls it every second) at `now`.
+    pub async fn refresh_connections(&self, now: i64) -> Result<Vec<ConnectionState>, StoreError> {
+        let states = self.connection_states().await?;
+        let unsettled: HashMap<String, PaceView> =
+            states.iter().filter(|s| !s.pace.settled(now)).map(|s| (s.name.clone(), s.pace.clone())).collect();
+        *self.connections.unsettled.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = unsettled;
         Ok(states)
     }
 
@@ -138,8 +213,7 @@ impl Store {
         Ok(if lifted { before } else { None })
     }
 
-    /// Reads whether any connection is paused into this process's memory
-    /// (the restore fence's watch calls it every second).
+    /// Reads whether any connection is paused into this process's memory.
     pub async fn refresh_pauses(&self) -> Result<(), StoreError> {
         let mut tx = self.pool.begin_read().await?;
         let paused: i64 = match tx.fetch_optional(ANY_PAUSED, Vec::new()).await? {
@@ -150,19 +224,29 @@ impl Store {
         Ok(())
     }
 
+    /// Whether this process last knew any connection held back at `now`
+    /// (paused, held by a `Retry-After`, its breaker not closed).
+    pub fn any_connection_blocked(&self, now: i64) -> bool {
+        self.connections.any_blocked(now)
+    }
+
     /// Whether this process last read a connection paused.
     pub fn any_connection_paused(&self) -> bool {
         self.connections.any_paused.load(Ordering::Relaxed)
     }
 
-    /// The eager lease a batch or an admission may take: none while any
-    /// connection is paused (see the module doc).
-    pub(crate) fn eager(&self, lease: Option<EagerLease>) -> Option<EagerLease> {
-        lease.filter(|_| !self.any_connection_paused())
+    /// The eager lease a batch or an admission at `now` may take: none while
+    /// any connection is held back (see the module doc).
+    pub(crate) fn eager(&self, lease: Option<EagerLease>, now: i64) -> Option<EagerLease> {
+        lease.filter(|_| !self.connections.any_blocked(now))
     }
 
     fn remember_pauses(&self, any: bool) {
         self.connections.any_paused.store(any, Ordering::Relaxed);
+    }
+
+    pub(crate) fn remember_pace(&self, name: &str, pace: &PaceView, now: i64) {
+        self.connections.remember(name, pace, now);
     }
 }
 
@@ -177,5 +261,6 @@ fn state_of(row: &crate::db::Row) -> Result<ConnectionState, StoreError> {
         }),
         None => None,
     };
-    Ok(ConnectionState { name: row.get(0)?, paused })
+    let pace = pace::pace_of(row, 5, &Limits::default(), 0)?;
+    Ok(ConnectionState { name: row.get(0)?, paused, pace: pace::view_of(&pace, row.get(4)?) })
 }
