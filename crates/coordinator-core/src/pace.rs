@@ -3,8 +3,8 @@
 //!
 //! [`Pace`] is one connection's state, shared by every process of a
 //! deployment: kept in a database row and changed only under that row's lock
-//! (docs/reference/service.md#connections). The service keeps its hold and its
-//! breaker; limits (concurrency and rate) are not enforced yet. Two questions
+//! (docs/reference/service.md#connections): the service keeps its hold, its
+//! breaker and its limits for connections served in-process. Two questions
 //! change it:
 //! - [`Pace::grant`]: how many of the requests waiting may be sent now,
 //!   given the [`Limits`] and how many are in flight;

@@ -103,7 +103,7 @@ macro_rules! claimed_work_pg {
             claim_work_sql!(
                 pick_pg!("o"),
                 "))",
-                "o.lease_until < $3",
+                "o.lease_until < $3 AND (o.lane IS NULL OR NOT (o.lane = ANY($7::text[])))",
                 "o.lease_until, o.run_id, o.step, o.kind",
                 "$4 - (SELECT count(*) FROM claimed_fresh)",
                 " FOR UPDATE OF o SKIP LOCKED",
@@ -192,11 +192,14 @@ macro_rules! next_due_sql {
     };
 }
 
-/// `$4` the limit. SQLite deletes in place and serialises claimers, so one
-/// read in claim order (`outbox_claim_order`) serves; it steps over the rows
-/// waiting in a lane.
+/// `$4` the limit, `$6` the lanes of limited connections (a JSON array: their
+/// rows, expired leases included, are claimed under their limits,
+/// `connections::limits`). SQLite deletes in place and serialises claimers,
+/// so one read in claim order (`outbox_claim_order`) serves; it steps over
+/// the rows waiting in a lane.
 const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
-    "o.not_before <= $3 AND ((o.lease_until IS NULL AND o.lane IS NULL) OR o.lease_until < $3)",
+    "o.not_before <= $3 AND ((o.lease_until IS NULL AND o.lane IS NULL) OR (o.lease_until < $3 \
+     AND (o.lane IS NULL OR o.lane NOT IN (SELECT l.value FROM json_each($6) AS l))))",
     "o.not_before, o.run_id, o.step, o.kind",
     "$4",
     "",
@@ -217,7 +220,8 @@ const CLAIM_TIMERS_SQLITE: &str = claim_timers_sql!(
 /// `$1`: 1 for receipts only; `$2` now.
 const NEXT_DUE: &str = next_due_sql!("$1", "$2", "", "", "");
 /// Both claims and what is due after them, in one statement (in a transaction of its own, planned as `CLAIM_PLAN_PG` says):
-/// transaction): `$1`–`$5` as in `claim_work_sql`, `$6` the timer limit. Every
+/// transaction): `$1`–`$5` as in `claim_work_sql`, `$6` the timer limit, `$7`
+/// the lanes of limited connections (claimed apart, `connections::limits`). Every
 /// part reads the snapshot before the claims, so the rows claimed now are left
 /// out of the next due instant, and their new lease counts instead. Rows:
 /// `work` (run, step, kind, attempt, not_before, claims, revision, snapshot,
@@ -358,7 +362,8 @@ impl Store {
             let mut tx = self.pool.begin_for(Writer::Background).await?;
             crate::fence::refuse(&self.fence)?;
             let timers = claim_timer_rows(&mut tx, now, owner, lease_ms, timer_limit).await?;
-            let work = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limits.work).await?;
+            let governed = self.governed_lanes_json()?;
+            let work = claim_work_rows(&mut tx, scope, now, owner, lease_ms, limits.work, governed).await?;
             // The claims above are visible here: their leases count, not their due times.
             let next = match tx.fetch_optional(NEXT_DUE, vec![scope.receipts_only().into(), now.into()]).await? {
                 Some(row) => row.get(0)?,
@@ -366,6 +371,7 @@ impl Store {
             };
             tx.commit().await?;
             let work = self.with_probes(work, scope, now, owner, lease_ms, limits.work).await?;
+            let (work, next) = self.with_governed(work, next, scope, now, owner, lease_ms, limits.work).await?;
             return Ok(Due { timers, work, next });
         }
         let mut tx = self.pool.begin_for(Writer::Background).await?;
@@ -374,6 +380,7 @@ impl Store {
         tx.fetch_optional(CLAIM_PLAN_PG, Vec::new()).await?;
         let mut args = claim_args(scope, now, owner, lease_ms, limits.work);
         args.push(i64::from(timer_limit).into());
+        args.push(Arg::Texts(self.governed_lanes()));
         let (mut timers, mut work, mut next) = (Vec::new(), Vec::new(), None);
         let rows = tx.fetch_all(CLAIM_DUE_PG, args).await?;
         tx.commit().await?;
@@ -386,6 +393,7 @@ impl Store {
             }
         }
         let work = self.with_probes(in_work_order(work), scope, now, owner, lease_ms, limits.work).await?;
+        let (work, next) = self.with_governed(work, next, scope, now, owner, lease_ms, limits.work).await?;
         Ok(Due { timers: in_timer_order(timers), work, next })
     }
 
@@ -468,8 +476,11 @@ async fn claim_work_rows(
     owner: &str,
     lease_ms: i64,
     limit: u32,
+    governed: Arg,
 ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
-    let rows = tx.fetch_all(CLAIM_WORK_SQLITE, claim_args(scope, now, owner, lease_ms, limit)).await?;
+    let mut args = claim_args(scope, now, owner, lease_ms, limit);
+    args.push(governed);
+    let rows = tx.fetch_all(CLAIM_WORK_SQLITE, args).await?;
     Ok(in_work_order(rows.iter().map(|row| work_row(row, 0)).collect::<Result<_, _>>()?))
 }
 

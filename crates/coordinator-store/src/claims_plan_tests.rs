@@ -88,8 +88,8 @@ async fn migrated(prefix: &str) -> (coordinator_testdb::ScratchDb, Store) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_planned_on_an_empty_queue_reads_and_locks_its_rows_once() {
     let (scratch, store) = migrated("coordinator_claim_plan").await;
-    // Owner, lease end, now, work limit, receipts only, timer limit.
-    let args = "'claimer', 2000, 1000, 32, 0, 32";
+    // Owner, lease end, now, work limit, receipts only, timer limit, limited lanes.
+    let args = "'claimer', 2000, 1000, 32, 0, 32, ARRAY['limited']";
     let plan = generic_plan(&scratch.url, &[super::CLAIM_PLAN_PG], super::CLAIM_DUE_PG, args).await;
     // Fresh work, work whose lease ran out, timers.
     assert_locks_read_once(&plan, 3, "claim_due");

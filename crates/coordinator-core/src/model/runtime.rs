@@ -19,9 +19,11 @@ use serde_json::json;
 
 use super::ApiVersion;
 
+mod limits;
 mod logging;
 mod telemetry;
 
+pub use limits::{BreakerConfig, ConnectionLimits, NotARate, Rate};
 pub use logging::{LogFilter, LogFilterError, LogFormat, Logging};
 pub use telemetry::{NotASampleRatio, Otlp, OtlpProtocol, SampleRatio, Telemetry};
 
@@ -302,34 +304,11 @@ pub struct Connection {
     /// a remote connection (its breaker is not kept yet) and in worker.yaml.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerConfig>,
-}
-
-/// `breaker:` of a connection (docs/reference/runtime.md#a-connection).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BreakerConfig {
-    /// Definite failures in a row (429, 503, no connection, a timeout, a 5xx)
-    /// that open the breaker.
-    #[schemars(range(min = 1))]
-    pub open_after_failures: u32,
-    /// While open, one real request is sent as a probe this often.
-    #[schemars(range(min = 1))]
-    pub probe_every_seconds: u64,
-}
-
-impl BreakerConfig {
-    /// Failures in a row when the connection sets none.
-    pub const DEFAULT_OPEN_AFTER_FAILURES: u32 = crate::pace::DEFAULT_OPEN_AFTER_FAILURES;
-    /// Seconds between probes when the connection sets none.
-    pub const DEFAULT_PROBE_EVERY_SECONDS: u64 = 30;
-
-    /// The pure rules' settings.
-    pub fn settings(&self) -> crate::pace::BreakerSettings {
-        crate::pace::BreakerSettings {
-            open_after_failures: self.open_after_failures.max(1),
-            probe_every_ms: i64::try_from(self.probe_every_seconds.saturating_mul(1000)).unwrap_or(i64::MAX),
-        }
-    }
+    /// At most so many requests in flight and per second, for the whole
+    /// deployment. Refused for a remote connection and in worker.yaml (not
+    /// kept there yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ConnectionLimits>,
 }
 
 impl Connection {

@@ -341,3 +341,31 @@ fn a_breaker_decodes_with_its_defaults_and_is_refused_where_it_is_not_kept() {
         "{diagnostics:?}"
     );
 }
+
+/// An in-process connection's `limits`: at least one limit, a burst only with
+/// a rate; each mistake where it is; not kept for a remote connection.
+#[test]
+fn limits_decode_and_each_mistake_is_named_where_it_is() {
+    let with = |fields: &str| runtime_file(&runtime_with(true, &format!("{IN_PROCESS}    limits: {fields}\n")));
+    let (file, diagnostics) = with("{concurrency: 4, ratePerSecond: 0.5, burst: 2}");
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let limits = file.and_then(|f| f.connections["registry"].limits).map(|l| l.limits());
+    assert_eq!(limits.map(|l| (l.concurrency, l.rate_per_second, l.burst)), Some((Some(4), Some(0.5), Some(2))));
+    let (file, diagnostics) = with("{ratePerSecond: 200}");
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    assert_eq!(file.and_then(|f| f.connections["registry"].limits).map(|l| l.limits().bucket()), Some(200.0));
+    for (fields, expected) in [
+        ("{}", "14:5 schema.missing-field"),
+        ("{burst: 3}", "14:21 schema.invalid-value"),
+        ("{concurrency: 0}", "14:27 schema.invalid-value"),
+        ("{ratePerSecond: 0}", "14:29 schema.invalid-value"),
+        ("{ratePerSecond: -2}", "14:29 schema.invalid-value"),
+        ("{concurrency: 2, rate: 5}", "14:30 schema.unknown-field"),
+    ] {
+        let (_, diagnostics) = with(fields);
+        assert_eq!(positions(&diagnostics), [expected], "{fields}: {diagnostics:?}");
+    }
+    let remote = "    dispatch: remote\n    workers: [registry-worker]\n    limits: {concurrency: 3}\n";
+    let (_, diagnostics) = runtime_file(&runtime_with(true, remote));
+    assert_eq!(positions(&diagnostics), ["14:5 schema.unknown-field"]);
+}

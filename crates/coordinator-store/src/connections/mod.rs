@@ -16,12 +16,13 @@
 //! changes at once) and leases nothing eagerly while one is, so its work goes
 //! through claims, which read the connections in their own statement.
 
+pub(crate) mod limits;
 pub(crate) mod pace;
 pub(crate) mod probes;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use coordinator_core::pace::Limits;
 
@@ -59,6 +60,19 @@ macro_rules! not_blocked {
     };
 }
 pub(crate) use not_blocked;
+
+/// What a claim of outbox rows returns: the row and its run, in the columns
+/// `claims::work_row` reads.
+macro_rules! claimed_columns {
+    () => {
+        " RETURNING run_id, step, kind, attempt, not_before, claims, \
+         (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), \
+         (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id), \
+         (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id), \
+         (SELECT r.snapshot_base FROM runs r WHERE r.id = outbox.run_id)"
+    };
+}
+pub(crate) use claimed_columns;
 
 const STATES: &str = concat!(
     "SELECT name, paused_by, paused_at, paused_reason, breaker_why, ",
@@ -105,6 +119,8 @@ pub struct ConnectionState {
 pub(crate) struct Memory {
     any_paused: AtomicBool,
     unsettled: Mutex<HashMap<String, PaceView>>,
+    /// The connections claimed under limits (`limits`), by name.
+    limits: RwLock<BTreeMap<String, Limits>>,
 }
 
 impl Memory {
@@ -243,6 +259,12 @@ impl Store {
 
     fn remember_pauses(&self, any: bool) {
         self.connections.any_paused.store(any, Ordering::Relaxed);
+    }
+
+    /// Connection `name`'s limits in this process (none: the default).
+    pub(crate) fn limits_of(&self, name: &str) -> Limits {
+        let limits = self.connections.limits.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        limits.get(name).copied().unwrap_or_default()
     }
 
     pub(crate) fn remember_pace(&self, name: &str, pace: &PaceView, now: i64) {

@@ -168,7 +168,7 @@ impl Store {
         now: i64,
     ) -> Result<(PaceView, Option<BreakerChange>), StoreError> {
         let mut tx = self.pool.begin_for(crate::db::Writer::Background).await?;
-        let limits = Limits::default();
+        let limits = self.limits_of(name);
         let mut pace = lock(&mut tx, name, &limits, now).await?;
         let was_closed = matches!(pace.breaker, Breaker::Closed { .. });
         // A failed probe opens the breaker again: not a change worth a journal line.

@@ -35,11 +35,8 @@ macro_rules! claim_probe_sql {
              AND (o.lease_until IS NULL OR o.lease_until < $3) AND (NOT r.held OR o.kind = 'receipt') \
              AND ($5 = 0 OR o.kind = 'receipt') ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT 1",
             $lock,
-            ") RETURNING run_id, step, kind, attempt, not_before, claims, \
-             (SELECT r.revision FROM runs r WHERE r.id = outbox.run_id), \
-             (SELECT r.snapshot FROM runs r WHERE r.id = outbox.run_id), \
-             (SELECT r.trace_parent FROM runs r WHERE r.id = outbox.run_id), \
-             (SELECT r.snapshot_base FROM runs r WHERE r.id = outbox.run_id)"
+            ")",
+            super::claimed_columns!()
         )
     };
 }
@@ -85,8 +82,9 @@ impl Store {
     ) -> Result<Option<(i64, WorkItem, ClaimedRun)>, StoreError> {
         let mut tx = self.pool.begin_for(Writer::Background).await?;
         crate::fence::refuse(&self.fence)?;
+        // An open breaker's probe: one request, whatever the limits (the bucket is kept as it is).
+        let mut pace = pace::lock(&mut tx, name, &self.limits_of(name), now).await?;
         let limits = Limits::default();
-        let mut pace = pace::lock(&mut tx, name, &limits, now).await?;
         let in_flight: i64 = match tx.fetch_optional(IN_FLIGHT, vec![name.into(), now.into()]).await? {
             Some(row) => row.get(0)?,
             None => 0,

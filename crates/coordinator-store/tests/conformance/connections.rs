@@ -8,7 +8,7 @@
 //! connection for every run.
 
 use coordinator_core::machine::compiled::Workflow;
-use coordinator_core::pace::{BreakerChange, BreakerSettings, Health};
+use coordinator_core::pace::{BreakerChange, BreakerSettings, Health, Limits};
 use coordinator_store::{
     Admission, Claim, ClaimLimits, ConnectionState, Decision, Due, EagerLease, Guarded, PaceView, Pause, Store,
     StoreError, WorkScope,
@@ -231,4 +231,66 @@ pub(crate) async fn a_retry_after_holds_the_connection_for_everyone(db: &TestDb)
     assert_eq!(due.next, Some(t + 5_000), "the hold's end is when work is next due");
     let due = ok(db.claim_due(WorkScope::All, t + 5_000, "w1", LEASE_MS, work(10)).await, "after");
     assert_eq!(runs_of(&due), vec![held.as_str()]);
+}
+
+/// Two handles on one database (two processes), both claiming `breg` under `limits`.
+async fn two_limited(db: &TestDb, limits: Limits) -> Store {
+    let other = ok(Store::connect(&db.url).await, "second handle");
+    for store in [&db.store, &other] {
+        store.set_limits(std::iter::once(("breg".to_owned(), limits)).collect());
+    }
+    other
+}
+
+/// How many of `breg`'s rows are leased at `now`.
+async fn in_flight(db: &TestDb, now: i64) -> i64 {
+    raw_count(db, &format!("SELECT count(*) FROM outbox WHERE lane = 'breg' AND lease_until >= {now}")).await
+}
+
+pub(crate) async fn a_concurrency_limit_holds_across_two_processes(db: &TestDb) {
+    let wf = workflow();
+    for n in 1..=5 {
+        admit_to(db, &wf, n, "breg", Some("breg")).await;
+    }
+    let other = two_limited(db, Limits { concurrency: Some(2), ..Limits::default() }).await;
+    let t = T0 + 100;
+    let first = ok(db.claim_due(WorkScope::All, t, "w1", LEASE_MS, work(10)).await, "first process");
+    assert_eq!(first.work.len(), 2, "{first:?}");
+    let second = ok(other.claim_due(WorkScope::All, t, "w2", LEASE_MS, work(10)).await, "second process");
+    assert!(second.work.is_empty(), "the limit is the deployment's: {second:?}");
+    assert!(second.next.is_some_and(|n| n > t && n <= t + 100), "asked again shortly: {second:?}");
+    assert_eq!(in_flight(db, t).await, 2);
+
+    // A permit comes back with its row (here given back unsent): the other process takes it.
+    let (item, _) = &first.work[0];
+    assert!(ok(db.release(&Claim::Work(item.clone()), "w1").await, "release"));
+    let second = ok(other.claim_due(WorkScope::All, t + 1, "w2", LEASE_MS, work(10)).await, "after a permit");
+    assert_eq!(second.work.len(), 1, "{second:?}");
+    assert_eq!(in_flight(db, t + 1).await, 2);
+    // A lease that runs out gives its permit back (a crash keeps it no longer than the lease).
+    let later = t + 1 + LEASE_MS + 1;
+    let after = ok(other.claim_due(WorkScope::All, later, "w2", LEASE_MS, work(10)).await, "after the leases");
+    assert_eq!(after.work.len(), 2, "{after:?}");
+    assert_eq!(in_flight(db, later).await, 2);
+}
+
+pub(crate) async fn a_rate_limit_is_one_bucket_for_every_process(db: &TestDb) {
+    let wf = workflow();
+    for n in 1..=10 {
+        admit_to(db, &wf, n, "breg", Some("breg")).await;
+    }
+    let rate = Limits { rate_per_second: Some(2.0), burst: Some(2), ..Limits::default() };
+    let other = two_limited(db, rate).await;
+    let t = T0 + 100;
+    let a = ok(db.claim_due(WorkScope::All, t, "w1", LEASE_MS, work(10)).await, "burst");
+    assert_eq!(a.work.len(), 2, "the burst: {a:?}");
+    let b = ok(other.claim_due(WorkScope::All, t, "w2", LEASE_MS, work(10)).await, "empty bucket");
+    assert!(b.work.is_empty(), "{b:?}");
+    assert_eq!(b.next, Some(t + 500), "the next token, at 2 a second");
+    let b = ok(other.claim_due(WorkScope::All, t + 500, "w2", LEASE_MS, work(10)).await, "one token");
+    assert_eq!(b.work.len(), 1, "{b:?}");
+    let a = ok(db.claim_due(WorkScope::All, t + 1_000, "w1", LEASE_MS, work(10)).await, "another");
+    assert_eq!(a.work.len(), 1, "{a:?}");
+    let sent = raw_count(db, "SELECT count(*) FROM outbox WHERE lane = 'breg' AND claims > 0").await;
+    assert_eq!(sent, 4, "a burst of 2, then 2 a second over one second");
 }

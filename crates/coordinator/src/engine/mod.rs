@@ -106,6 +106,10 @@ pub struct Engine {
     pub(crate) remote: crate::dispatch::remote::RemoteConnections,
     /// Connection name → its breaker's settings, where runtime.yaml sets them ([`crate::engine::connections`]).
     pub(crate) breakers: HashMap<String, coordinator_core::pace::BreakerSettings>,
+    /// Connection name → its limits, where runtime.yaml sets them: their rows
+    /// are queued in the connection's lane and claimed under the limits
+    /// (`coordinator_store::Store::set_limits`).
+    pub(crate) limits: HashMap<String, coordinator_core::pace::Limits>,
     settings: Settings,
     /// Compiled workflows by revision, bounded ([`crate::engine::workflow_cache`]).
     pub(crate) workflows: crate::engine::workflow_cache::Definitions,
@@ -172,6 +176,7 @@ impl Engine {
             connections,
             remote: crate::dispatch::remote::RemoteConnections::new(),
             breakers: HashMap::new(),
+            limits: HashMap::new(),
             settings,
             workflows: crate::engine::workflow_cache::Definitions::new(crate::engine::workflow_cache::CAPACITY_BYTES),
             opened: crate::engine::snapshot::cache::Opened::new(crate::engine::snapshot::cache::CAPACITY_BYTES),
@@ -239,6 +244,15 @@ impl Engine {
     #[must_use]
     pub fn with_breakers(mut self, breakers: HashMap<String, coordinator_core::pace::BreakerSettings>) -> Self {
         self.breakers = breakers;
+        self
+    }
+
+    /// The same engine claiming these connections' work under their limits
+    /// (runtime.yaml `limits`), deployment-wide.
+    #[must_use]
+    pub fn with_limits(mut self, limits: HashMap<String, coordinator_core::pace::Limits>) -> Self {
+        self.store.set_limits(limits.iter().map(|(name, l)| (name.clone(), *l)).collect());
+        self.limits = limits;
         self
     }
 
@@ -511,7 +525,12 @@ impl Engine {
             held: run.held,
             outcome: run.outcome.clone(),
             attention_step,
-            lanes: crate::dispatch::remote::lanes(&self.remote, wf, &t.actions),
+            lanes: if self.remote.is_empty() && self.limits.is_empty() {
+                Vec::new()
+            } else {
+                let laned = |c: &str| self.remote.contains_key(c) || self.limits.contains_key(c);
+                crate::dispatch::remote::lanes(laned, wf, &t.actions)
+            },
             connections: crate::engine::connections::routes(wf, &t.actions),
         };
         self.opened.sealed(Arc::new(run), decision.snapshot.clone(), Some(base));

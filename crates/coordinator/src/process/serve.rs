@@ -223,6 +223,15 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
                 .filter_map(|(name, c)| c.breaker.map(|b| (name.clone(), b.settings())))
                 .collect(),
         )
+        .with_limits(
+            deployment
+                .config
+                .runtime
+                .connections
+                .iter()
+                .filter_map(|(name, c)| c.limits.map(|l| (name.clone(), l.limits())))
+                .collect(),
+        )
         .with_event_secrets(deployment.event_secrets.clone())
         .with_retention(deployment.config.runtime.retention.map(|r| r.ended_runs_days));
     let engine = match &deployment.redis {
@@ -278,9 +287,12 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
     if mode == Mode::Normal {
         // Today's and the next days' partitions exist before the first admission.
         crate::process::janitor::prepare_partitions(&engine).await;
-        // Rows queued for a connection that is no longer remote are served here again.
-        let remote: Vec<String> = deployment.remote.keys().cloned().collect();
-        engine.store.clear_lanes(&remote).await.map_err(|e| ServeError::Database(format!("outbox lanes: {e}")))?;
+        // Rows queued for a connection that is no longer remote or limited are served here again;
+        // rows of a connection limited now go in its lane, to be claimed under its limits.
+        let limited: Vec<String> = engine.limits.keys().cloned().collect();
+        let laned: Vec<String> = deployment.remote.keys().cloned().chain(limited.iter().cloned()).collect();
+        engine.store.clear_lanes(&laned).await.map_err(|e| ServeError::Database(format!("outbox lanes: {e}")))?;
+        engine.store.lane_rows(&limited).await.map_err(|e| ServeError::Database(format!("outbox lanes: {e}")))?;
     }
     let grpc = match grpc_listener {
         Some(listener) => {

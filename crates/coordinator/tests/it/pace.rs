@@ -5,7 +5,8 @@
 //! the connection's breaker, after which it receives only probes, one per
 //! interval; the first probe answered closes it, and every run finishes with
 //! its notice sent once. Opening and closing are journaled and shown by
-//! `GET /v1/connections`, `/readyz` and `coordinator_connection_state`.
+//! `GET /v1/connections`, `/readyz` and `coordinator_connection_state`. Limits
+//! (`concurrency`, `ratePerSecond`) hold at the product.
 
 use std::time::Duration;
 
@@ -138,5 +139,59 @@ fn a_product_down_gets_only_probes_until_it_answers_again() {
         assert_eq!(breaker_lines.len(), 2, "opened and closed: {breaker_lines:?}");
         assert!(breaker_lines[0].starts_with("connection messaging: breaker opened (the product answered HTTP 503)"));
         assert!(breaker_lines[1].starts_with("connection messaging: breaker closed"));
+    });
+}
+
+/// The stack with `limits` written on messaging.
+async fn limited_stack(limits: &'static str) -> Stack {
+    let edit = move |yaml: String| {
+        in_connection(&yaml, "messaging", "product: messaging", &format!("product: messaging\n    limits: {limits}"))
+    };
+    Stack::start(stack_options(Some(Box::new(edit)))).await
+}
+
+#[test]
+fn a_concurrency_limit_holds_at_the_product() {
+    on_runtime(async {
+        let stack = limited_stack("{concurrency: 2}").await;
+        // Each notice is answered a second late (within the request timeout): requests overlap unless held back.
+        stack
+            .fault("messaging", json!({"operation": NOTICE, "fault": "timeout", "delaySeconds": 1, "count": 1000}))
+            .await;
+        let mut runs = Vec::new();
+        for n in 0..6 {
+            runs.push(stack.admit(&format!("concurrency-{n}")).await);
+        }
+        for run in &runs {
+            until_state(&stack.url, run, "finished").await;
+        }
+        let load = stack.sims.sims.messaging.load();
+        assert_eq!(load.requests, 6, "each notice once: {load:?}");
+        assert!(load.max_in_flight <= 2, "at most 2 in flight at messaging: {load:?}");
+        assert_eq!(messaging(&stack).await["state"], "closed");
+    });
+}
+
+#[test]
+fn a_rate_limit_holds_at_the_product_over_the_test() {
+    on_runtime(async {
+        let stack = limited_stack("{ratePerSecond: 2, burst: 1}").await;
+        let start = coordinator::engine::now_ms();
+        let mut runs = Vec::new();
+        for n in 0..6 {
+            runs.push(stack.admit(&format!("rate-{n}")).await);
+        }
+        for run in &runs {
+            until_state(&stack.url, run, "finished").await;
+        }
+        let end = coordinator::engine::now_ms();
+        let received = arrivals(&stack).len();
+        assert_eq!(received, 6, "each notice once");
+        // A bucket of 1 refilled at 2 a second allows at most 1 + 2 × the seconds the test took.
+        #[allow(clippy::cast_precision_loss, reason = "a test's milliseconds")]
+        let allowed = 1.0 + 2.0 * (end - start) as f64 / 1000.0;
+        #[allow(clippy::cast_precision_loss, reason = "six requests")]
+        let sent = received as f64;
+        assert!(sent <= allowed, "{received} requests in {} ms: the bucket allows {allowed}", end - start);
     });
 }

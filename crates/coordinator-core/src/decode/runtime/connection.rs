@@ -14,15 +14,25 @@ use std::collections::BTreeSet;
 use crate::decode::{Decoder, closest, optional};
 use crate::diagnostic::{Code, Span};
 use crate::model::runtime::{
-    Authorization, BreakerConfig, ClientSecretGrant, Connection, Dispatch, PrivateKeyJwtGrant, Timeouts,
+    Authorization, BreakerConfig, ClientSecretGrant, Connection, ConnectionLimits, Dispatch, PrivateKeyJwtGrant, Rate,
+    Timeouts,
 };
 use crate::yaml::{Key, Node, NodeValue};
 
 use super::{secret, text, url};
 
 /// Every field a connection has somewhere.
-const FIELDS: &[&str] =
-    &["product", "dispatch", "baseUrl", "authorization", "workers", "eventSigningSecret", "timeouts", "breaker"];
+const FIELDS: &[&str] = &[
+    "product",
+    "dispatch",
+    "baseUrl",
+    "authorization",
+    "workers",
+    "eventSigningSecret",
+    "timeouts",
+    "breaker",
+    "limits",
+];
 /// `dispatch` as written.
 const DISPATCHES: &[(&str, Dispatch)] = &[("in-process", Dispatch::InProcess), ("remote", Dispatch::Remote)];
 /// The fields of an authorization, whatever its type.
@@ -62,11 +72,11 @@ pub(in crate::decode) fn connection(d: &mut Decoder<'_>, place: Place, key: &Key
     let f = d.object(node, &what, key.span, FIELDS, &["product"])?;
     let (required, refused): (&[&str], &[&str]) = match (place, dispatch) {
         (Place::Worker, _) => {
-            (&["baseUrl", "authorization"], &["dispatch", "workers", "eventSigningSecret", "breaker"])
+            (&["baseUrl", "authorization"], &["dispatch", "workers", "eventSigningSecret", "breaker", "limits"])
         }
         (Place::Runtime, Some(Dispatch::InProcess)) => (&["baseUrl", "authorization"], &["workers"]),
         (Place::Runtime, Some(Dispatch::Remote)) => {
-            (&["workers"], &["baseUrl", "authorization", "timeouts", "breaker"])
+            (&["workers"], &["baseUrl", "authorization", "timeouts", "breaker", "limits"])
         }
         (Place::Runtime, None) => (&[], &[]),
     };
@@ -109,6 +119,7 @@ pub(in crate::decode) fn connection(d: &mut Decoder<'_>, place: Place, key: &Key
             probe_every_seconds: probe?.unwrap_or(BreakerConfig::DEFAULT_PROBE_EVERY_SECONDS),
         })
     });
+    let limits = optional(present("limits"), |n| limits(d, n, f.key_span("limits"), &what));
     if !complete {
         return None;
     }
@@ -121,7 +132,51 @@ pub(in crate::decode) fn connection(d: &mut Decoder<'_>, place: Place, key: &Key
         event_signing_secret: event_signing_secret?,
         timeouts: timeouts?,
         breaker: breaker?,
+        limits: limits?,
     })
+}
+
+/// A connection's `limits`: `concurrency` and `ratePerSecond`, at least one;
+/// `burst` only with `ratePerSecond`.
+fn limits(d: &mut Decoder<'_>, node: &Node, key: Span, what: &str) -> Option<ConnectionLimits> {
+    let fields = ["concurrency", "ratePerSecond", "burst"];
+    let l = d.object(node, &format!("the limits of {what}"), key, &fields, &[])?;
+    if let (Some(burst), None) = (l.get("burst"), l.get("ratePerSecond")) {
+        d.invalid(
+            burst.span,
+            format!("the limits of {what} have a `burst` but no `ratePerSecond`"),
+            "a burst is the size of the rate's bucket: add `ratePerSecond`, or remove `burst`",
+        );
+        return None;
+    }
+    if l.get("concurrency").is_none() && l.get("ratePerSecond").is_none() {
+        d.report(
+            Code::SchemaMissingField,
+            key,
+            format!("the limits of {what} limit nothing"),
+            "write `concurrency` (requests in flight at once), `ratePerSecond` (requests per second), or both, \
+             e.g. `limits: {concurrency: 4}`",
+        );
+        return None;
+    }
+    let concurrency =
+        optional(l.get("concurrency"), |n| d.uint(n, "concurrency", 1).map(|v| u32::try_from(v).unwrap_or(u32::MAX)));
+    let rate = optional(l.get("ratePerSecond"), |n| {
+        let value = d.number(n, "ratePerSecond", 0.0)?;
+        match Rate::new(value) {
+            Ok(rate) => Some(rate),
+            Err(_) => {
+                d.invalid(
+                    n.span,
+                    format!("ratePerSecond must be above 0 and at most 1000000, found {value}"),
+                    "write requests per second, e.g. `ratePerSecond: 25` (or `0.5` for one every two seconds)",
+                );
+                None
+            }
+        }
+    });
+    let burst = optional(l.get("burst"), |n| d.uint(n, "burst", 1).map(|v| u32::try_from(v).unwrap_or(u32::MAX)));
+    Some(ConnectionLimits { concurrency: concurrency?, rate_per_second: rate?, burst: burst? })
 }
 
 /// Whether a key of `node` that is no field is a misspelling of `field`
@@ -161,11 +216,12 @@ fn misplaced(place: Place, connection: &str, field: &str) -> (String, String) {
              to the worker.yaml of the workers that serve it"
                 .to_owned(),
         ),
-        (_, "breaker") => (
-            format!("{connection} has a `breaker`, which is kept only for the coordinator's in-process connections"),
-            "remove it here: the breaker of a connection served by `coordinator worker` processes is not kept \
-             (docs/reference/runtime.md#a-connection); an operator can pause any connection"
-                .to_owned(),
+        (_, "breaker" | "limits") => (
+            format!("{connection} has `{field}`, which is kept only for the coordinator's in-process connections"),
+            format!(
+                "remove it here: the `{field}` of a connection served by `coordinator worker` processes is not \
+                 kept yet (docs/reference/runtime.md#a-connection); an operator can pause any connection"
+            ),
         ),
         (Place::Runtime, _) => (
             format!(

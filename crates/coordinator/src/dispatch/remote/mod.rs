@@ -63,11 +63,9 @@ pub(crate) fn call_of<'a>(wf: &'a Workflow, step: &'a str) -> Option<&'a str> {
     }
 }
 
-/// The (step, lane) of every row `actions` queue for a remote connection.
-pub(crate) fn lanes(remote: &RemoteConnections, wf: &Workflow, actions: &[Action]) -> Vec<(String, String)> {
-    if remote.is_empty() {
-        return Vec::new();
-    }
+/// The (step, lane) of every row `actions` queue for a connection `laned`
+/// says is in a lane: a remote one, or one claimed under limits.
+pub(crate) fn lanes(laned: impl Fn(&str) -> bool, wf: &Workflow, actions: &[Action]) -> Vec<(String, String)> {
     let mut lanes: Vec<(String, String)> = Vec::new();
     for action in actions {
         let step = match action {
@@ -75,7 +73,7 @@ pub(crate) fn lanes(remote: &RemoteConnections, wf: &Workflow, actions: &[Action
             _ => continue,
         };
         let Some(connection) = connection_of(wf, step) else { continue };
-        if remote.contains_key(connection) && !lanes.iter().any(|(s, _)| s == step) {
+        if laned(connection) && !lanes.iter().any(|(s, _)| s == step) {
             lanes.push((step.clone(), connection.to_owned()));
         }
     }
