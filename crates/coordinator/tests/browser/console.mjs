@@ -198,6 +198,23 @@ try {
   await page.waitForSelector("#audit-verified");
   results.push("hold banner placed and released; chain verified");
 
+  // A connection is paused with a reason from the deployment page, shown so, and resumed.
+  await page.goto(`${url}/console/deployment`);
+  await page.locator("#pause-registry").click();
+  check(await page.locator("#connection-registry input[name=reason]").evaluate((e) => !e.checkValidity()),
+    "a pause without a reason is not submitted");
+  await page.getByLabel("Why pause registry").fill("the registry is migrating tonight");
+  await page.locator("#pause-registry").click();
+  await page.waitForSelector("#resume-registry");
+  const paused = (await page.locator("#connection-registry").textContent()) || "";
+  check(paused.includes("paused by") && paused.includes("the registry is migrating tonight"), `not shown paused: ${paused}`);
+  await accessible(page, "deployment with a paused connection");
+  await snap(page, "connection-paused");
+  await page.getByLabel("Why resume registry").fill("the registry is back");
+  await page.locator("#resume-registry").click();
+  await page.waitForSelector("#pause-registry");
+  results.push("a connection paused and resumed");
+
   console.log(JSON.stringify({ ok: true, results }));
 } catch (error) {
   console.error(error && error.stack ? error.stack : String(error));

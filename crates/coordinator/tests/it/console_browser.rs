@@ -3,7 +3,8 @@
 //! flagship finishing on its page without a reload; filters surviving a
 //! reload; reconcile, retry-same and cancel through their confirmations; a
 //! bulk reconcile of three runs; a POST without the CSRF token refused; the
-//! restore-hold banner placed and released; a `read` caller offered no
+//! restore-hold banner placed and released; a connection paused with a
+//! reason and resumed from the deployment page; a `read` caller offered no
 //! action and its forged POST forbidden; axe-core finding no serious
 //! violation on any page. The script is `tests/browser/console.mjs` (an npm
 //! project of its own beside this binary's sources); screenshots are kept
@@ -79,6 +80,6 @@ fn the_console_works_in_a_real_browser() {
             output.status.success() && report["ok"] == true,
             "the browser run failed against {url}:\n{stdout}\n{stderr}"
         );
-        assert_eq!(report["results"].as_array().map(Vec::len), Some(7), "{report}");
+        assert_eq!(report["results"].as_array().map(Vec::len), Some(8), "{report}");
     });
 }
