@@ -28,6 +28,8 @@ use crate::{Store, StoreError};
 /// full (ms): its permits come back as answers commit, in any process.
 pub const FULL_RECHECK_MS: i64 = 100;
 
+/// `$1` the connection: whether an operator paused it.
+const PAUSED: &str = "SELECT 1 FROM connections WHERE name = $1 AND paused_at IS NOT NULL";
 /// `$1` the lane, `$2` now: its rows in flight.
 const IN_FLIGHT: &str = "SELECT count(*) FROM outbox WHERE lane = $1 AND lease_until >= $2";
 
@@ -156,6 +158,11 @@ impl Store {
     ) -> Result<(Vec<(WorkItem, ClaimedRun)>, Option<i64>), StoreError> {
         let mut tx = self.pool.begin_for(Writer::Background).await?;
         crate::fence::refuse(&self.fence)?;
+        if tx.fetch_optional(PAUSED, vec![name.into()]).await?.is_some() {
+            // Nothing is due while paused: a resume wakes every process.
+            tx.commit().await?;
+            return Ok((Vec::new(), None));
+        }
         let mut pace = pace::lock(&mut tx, name, limits, now).await?;
         let in_flight: i64 = match tx.fetch_optional(IN_FLIGHT, vec![name.into(), now.into()]).await? {
             Some(row) => row.get(0)?,

@@ -294,3 +294,16 @@ pub(crate) async fn a_rate_limit_is_one_bucket_for_every_process(db: &TestDb) {
     let sent = raw_count(db, "SELECT count(*) FROM outbox WHERE lane = 'breg' AND claims > 0").await;
     assert_eq!(sent, 4, "a burst of 2, then 2 a second over one second");
 }
+
+pub(crate) async fn a_paused_limited_connection_is_neither_claimed_nor_due(db: &TestDb) {
+    let wf = workflow();
+    admit_to(db, &wf, 1, "breg", Some("breg")).await;
+    db.set_limits(std::iter::once(("breg".to_owned(), Limits { concurrency: Some(2), ..Limits::default() })).collect());
+    ok(db.pause_connection("breg", T0 + 5, "ops", "stop").await, "pause");
+    let due = ok(db.claim_due(WorkScope::All, T0 + 10, "w1", LEASE_MS, work(10)).await, "paused");
+    // Only the run's deadline, days away, is due later: no claim round polls the paused lane.
+    assert!(due.work.is_empty() && due.next.is_none_or(|n| n > T0 + 86_400_000), "nothing due while paused: {due:?}");
+    ok(db.resume_connection("breg", T0 + 20, "ops", "go").await, "resume");
+    let due = ok(db.claim_due(WorkScope::All, T0 + 21, "w1", LEASE_MS, work(10)).await, "resumed");
+    assert_eq!(due.work.len(), 1, "{due:?}");
+}
