@@ -80,10 +80,10 @@ use columns::{
 };
 use connections::{
     a_concurrency_limit_holds_across_two_processes, a_failed_probe_opens_the_breaker_again,
-    a_paused_connection_is_neither_claimed_nor_due, a_paused_lane_is_offered_nothing,
-    a_paused_limited_connection_is_neither_claimed_nor_due, a_rate_limit_is_one_bucket_for_every_process,
-    a_retry_after_holds_the_connection_for_everyone, failures_open_the_breaker_and_then_only_a_probe_is_claimed,
-    no_process_leases_eagerly_while_a_connection_is_paused,
+    a_limit_is_shared_round_robin_across_workflows, a_paused_connection_is_neither_claimed_nor_due,
+    a_paused_lane_is_offered_nothing, a_paused_limited_connection_is_neither_claimed_nor_due,
+    a_rate_limit_is_one_bucket_for_every_process, a_retry_after_holds_the_connection_for_everyone,
+    failures_open_the_breaker_and_then_only_a_probe_is_claimed, no_process_leases_eagerly_while_a_connection_is_paused,
 };
 use coordinator_core::machine::event::{CallAnswer, Event, Timer};
 use coordinator_core::model::run::RunState;
@@ -228,6 +228,7 @@ conformance!(Current in connections_on_sqlite, connections_on_postgres:
     a_concurrency_limit_holds_across_two_processes,
     a_rate_limit_is_one_bucket_for_every_process,
     a_paused_limited_connection_is_neither_claimed_nor_due,
+    a_limit_is_shared_round_robin_across_workflows,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:

@@ -11,7 +11,7 @@
 //! process holds them, so a crash keeps a permit no longer than its lease,
 //! and two processes never exceed the limit together. Held-back rows stay
 //! as they are (due, unleased, no claim counted) and are taken later in due
-//! order. The bucket's tokens are written back with the claim; tokens
+//! order, round-robin across workflows (`claim_lane_sql!`). The bucket's tokens are written back with the claim; tokens
 //! granted for rows that were not there are given back.
 
 use std::collections::BTreeMap;
@@ -34,35 +34,30 @@ const PAUSED: &str = "SELECT 1 FROM connections WHERE name = $1 AND paused_at IS
 const IN_FLIGHT: &str = "SELECT count(*) FROM outbox WHERE lane = $1 AND lease_until >= $2";
 
 /// A claim of rows of lane `$4` (`$1` owner, `$2` lease end, `$3` now, `$5`
-/// 1 for receipts only, `$6` how many); `$rows` which, `$order` their order,
-/// `$lock` PostgreSQL's row-lock clause.
+/// 1 for receipts only, `$6` how many); `$rows` which. **Fair across
+/// workflows:** each workflow's due rows are numbered oldest first, and the
+/// claim takes every workflow's first before any workflow's second, and so
+/// on, oldest first within a turn — so a flood of one workflow's work waits
+/// its turns beside another's. No row lock is skipped: claims of a lane are
+/// serialised by the connection row's lock, which every claim of the lane
+/// takes first.
 macro_rules! claim_lane_sql {
-    ($rows:literal, $order:literal, $lock:literal) => {
+    ($rows:literal) => {
         concat!(
             "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
-             WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o \
-             JOIN runs r ON r.id = o.run_id WHERE o.lane = $4 AND ",
+             WHERE (run_id, step, kind) IN (SELECT q.run_id, q.step, q.kind FROM (SELECT o.run_id, o.step, o.kind, \
+             o.not_before, row_number() OVER (PARTITION BY r.workflow ORDER BY o.not_before, o.run_id, o.step, o.kind) \
+             AS turn FROM outbox o JOIN runs r ON r.id = o.run_id WHERE o.lane = $4 AND ",
             $rows,
             " AND o.not_before <= $3 AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') AND ",
             super::not_paused!("o.lane"),
-            " ORDER BY ",
-            $order,
-            ", o.run_id, o.step, o.kind LIMIT $6",
-            $lock,
-            ")",
+            ") AS q ORDER BY q.turn, q.not_before, q.run_id, q.step, q.kind LIMIT $6)",
             super::claimed_columns!()
         )
     };
 }
-/// Unleased rows first, then rows whose lease ran out, each part in its index's order.
-const CLAIM_PG: [&str; 2] = [
-    claim_lane_sql!("o.lease_until IS NULL", "o.not_before", " FOR UPDATE OF o SKIP LOCKED"),
-    claim_lane_sql!("o.lease_until < $3", "o.lease_until", " FOR UPDATE OF o SKIP LOCKED"),
-];
-const CLAIM_SQLITE: [&str; 2] = [
-    claim_lane_sql!("o.lease_until IS NULL", "o.not_before", ""),
-    claim_lane_sql!("o.lease_until < $3", "o.lease_until", ""),
-];
+/// Unleased rows first, then rows whose lease ran out.
+const CLAIM: [&str; 2] = [claim_lane_sql!("o.lease_until IS NULL"), claim_lane_sql!("o.lease_until < $3")];
 /// `$1` the lane: its first unleased row's due instant (of a run without a
 /// hold, receipt lookups whatever the hold), and its first lease's end + 1.
 const NEXT: &str = "SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
@@ -232,13 +227,9 @@ async fn claim_rows(
     lease_ms: i64,
     most: u32,
 ) -> Result<Vec<(i64, WorkItem, ClaimedRun)>, StoreError> {
-    let statements = match tx.dialect() {
-        Dialect::Pg => CLAIM_PG,
-        Dialect::Sqlite => CLAIM_SQLITE,
-    };
     let receipts_only = i64::from(scope == WorkScope::ReceiptsOnly);
     let mut claimed = Vec::new();
-    for sql in statements {
+    for sql in CLAIM {
         let left = i64::from(most) - i64::try_from(claimed.len()).unwrap_or(i64::MAX);
         if left <= 0 {
             break;

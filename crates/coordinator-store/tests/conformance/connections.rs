@@ -307,3 +307,28 @@ pub(crate) async fn a_paused_limited_connection_is_neither_claimed_nor_due(db: &
     let due = ok(db.claim_due(WorkScope::All, T0 + 21, "w1", LEASE_MS, work(10)).await, "resumed");
     assert_eq!(due.work.len(), 1, "{due:?}");
 }
+
+pub(crate) async fn a_limit_is_shared_round_robin_across_workflows(db: &TestDb) {
+    let wf = workflow();
+    // Workflow reviewed-notice floods the connection first; a second workflow's runs come later.
+    for n in 1..=8 {
+        admit_to(db, &wf, n, "breg", Some("breg")).await;
+    }
+    let mut others = Vec::new();
+    for n in 9..=10 {
+        let mut new = new_run(&wf, &run_id(n), "alice", None, T0 + i64::from(n));
+        new.workflow = "other-workflow".to_owned();
+        let connections = vec![(READ.to_owned(), "breg".to_owned())];
+        let decision = Decision { connections: connections.clone(), lanes: connections, ..first(&wf, &new) };
+        match db.admit(&new, || Ok::<_, StoreError>(decision)).await {
+            Ok(Admission::Created(id)) => others.push(id),
+            other => panic!("admission of run {n}: {other:?}"),
+        }
+    }
+    db.set_limits(std::iter::once(("breg".to_owned(), Limits { concurrency: Some(2), ..Limits::default() })).collect());
+    let due = ok(db.claim_due(WorkScope::All, T0 + 100, "w1", LEASE_MS, work(10)).await, "claim");
+    let claimed = runs_of(&due);
+    assert_eq!(claimed.len(), 2);
+    assert!(claimed.contains(&run_id(1).as_str()), "the flood's oldest: {claimed:?}");
+    assert!(claimed.contains(&others[0].as_str()), "the other workflow's oldest, in the same turn: {claimed:?}");
+}
