@@ -36,7 +36,8 @@ use crate::types::{ClaimedRun, Decision, EagerLease, NewRun, WorkItem, WorkKind}
 /// decisions' rows, each naming its run (outbox `$15`–`$22`, each row leased
 /// at once where `$21` says so, to `$23` until `$22`; timers `$24`–`$26`;
 /// waits `$27`–`$29`; journal rows `$30`–`$34`; each outbox row's connection
-/// `$35`). `$gate` (a literal, `""` for
+/// `$35`; now `$36`: nothing is leased while any connection is held back,
+/// `e`, which each returned row says). `$gate` (a literal, `""` for
 /// none) is a condition on each run of `i`. `'attention'` is
 /// `RunState::Attention.as_str()` (a test in `runs` keeps them equal).
 macro_rules! admit_pg_sql {
@@ -57,9 +58,12 @@ macro_rules! admit_pg_sql {
      SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, admitted_at, admitted_at, 1, \
      snapshot, trace_parent, outcome, attention_step, CASE WHEN state = 'attention' THEN admitted_at END, \
      snapshot_base FROM i WHERE idempotency_key IS NULL OR id IN (SELECT run_id FROM k) RETURNING id), \
+   e AS (SELECT NOT EXISTS (SELECT 1 FROM connections c WHERE c.paused_at IS NOT NULL OR c.hold_until > $36 \
+     OR c.breaker <> 'closed') AS ok), \
    q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims, lane, \
-     conn) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, CASE WHEN q.eager THEN $23::text END, \
-     CASE WHEN q.eager THEN q.until END, CASE WHEN q.eager THEN 1 ELSE 0 END, q.lane, q.conn \
+     conn) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, \
+     CASE WHEN q.eager AND (SELECT ok FROM e) THEN $23::text END, CASE WHEN q.eager AND (SELECT ok FROM e) THEN q.until END, \
+     CASE WHEN q.eager AND (SELECT ok FROM e) THEN 1 ELSE 0 END, q.lane, q.conn \
      FROM unnest($15::uuid[], $16::text[], $17::text[], $18::bigint[], $19::bigint[], $20::text[], $21::bool[], \
      $22::bigint[], $35::text[]) AS q(run_id, step, kind, attempt, not_before, lane, eager, until, conn) \
      WHERE q.run_id IN (SELECT id FROM r)), \
@@ -74,7 +78,7 @@ macro_rules! admit_pg_sql {
      FROM unnest($30::uuid[], $31::text[], $32::text[], $33::text[], $34::text[]) WITH ORDINALITY \
      AS a(run_id, kind, step, detail, more, n) JOIN i ON i.id = a.run_id \
      WHERE a.run_id IN (SELECT id FROM r) ORDER BY a.n) \
-   SELECT id::text FROM r"
+   SELECT id::text, (SELECT ok FROM e) FROM r"
         )
     };
 }
@@ -254,11 +258,14 @@ pub(crate) async fn admit(
         Arg::Texts(firsts.iter().map(|(_, l)| l.detail.clone().into_owned()).collect()),
         Arg::MaybeTexts(mores),
         Arg::MaybeTexts(q.7.clone()),
+        runs.iter().map(|a| a.new.admitted_at).max().unwrap_or(0).into(),
     ]);
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     let mut created = std::collections::HashSet::new();
+    let mut leasing = true;
     for row in conn.fetch_all(sql, args).await? {
         created.insert(row.get::<String>(0)?);
+        leasing &= row.get::<bool>(1)?;
     }
     if wakes && !created.is_empty() {
         conn.announce_after_commit();
@@ -269,7 +276,8 @@ pub(crate) async fn admit(
         .map(|(a, sent)| match (sent, created.contains(&a.new.id)) {
             (false, _) => AtOnce::NotThisWay,
             (true, false) => AtOnce::KeyTaken,
-            (true, true) => AtOnce::Created(leased_rows(a.new, a.decision, &grouped)),
+            (true, true) if leasing => AtOnce::Created(leased_rows(a.new, a.decision, &grouped)),
+            (true, true) => AtOnce::Created(Vec::new()),
         })
         .collect())
 }

@@ -70,11 +70,14 @@ const END_TIMERS_PG: &str = "DELETE FROM timers WHERE run_id = ANY($1)";
 const END_WAITS_PG: &str = "DELETE FROM waits WHERE run_id = ANY($1)";
 /// Queues rows, each leased at once to `$8` until `$9` where `$7` says so
 /// (eager dispatch, `commit_leases`), and returns them with their lease owner.
-/// `$10` the connection of each.
-const QUEUE_WORK_PG: &str = "INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
+/// `$10` the connection of each, `$11` now: nothing is leased while any
+/// connection is held back (paused, held, its breaker not closed).
+const QUEUE_WORK_PG: &str = "WITH e AS (SELECT NOT EXISTS (SELECT 1 FROM connections c WHERE c.paused_at IS NOT NULL \
+     OR c.hold_until > $11 OR c.breaker <> 'closed') AS ok) \
+     INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, \
      claims, lane, conn) SELECT q.run_id, q.step, q.kind, q.attempt, q.not_before, \
-     CASE WHEN q.eager THEN $8::text END, CASE WHEN q.eager THEN $9::bigint END, CASE WHEN q.eager THEN 1 ELSE 0 END, \
-     q.lane, q.conn FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], \
+     CASE WHEN q.eager AND (SELECT ok FROM e) THEN $8::text END, CASE WHEN q.eager AND (SELECT ok FROM e) THEN $9::bigint END, \
+     CASE WHEN q.eager AND (SELECT ok FROM e) THEN 1 ELSE 0 END, q.lane, q.conn FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], \
      $10::text[]) AS q(run_id, step, kind, attempt, not_before, lane, eager, conn) \
      ON CONFLICT (run_id, step, kind) DO UPDATE SET attempt = excluded.attempt, \
      not_before = excluded.not_before, lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, \
@@ -443,7 +446,7 @@ impl Grouped {
     /// Deletes first, then inserts: one statement per kind of write that has
     /// rows. Returns the queued rows (`QUEUE_WORK_PG`'s columns), the eager
     /// ones leased to `owner` until `until`.
-    async fn execute(self, tx: &mut Tx, owner: &str, until: i64) -> Result<Vec<Row>, StoreError> {
+    async fn execute(self, tx: &mut Tx, owner: &str, until: i64, now: i64) -> Result<Vec<Row>, StoreError> {
         let Grouped { finish_work, finish_attempt, clear_timers, close_waits, end, queue_work, set_timers, open_waits } =
             self;
         if !finish_work.0.is_empty() {
@@ -479,6 +482,7 @@ impl Grouped {
                 owner.into(),
                 until.into(),
                 Arg::MaybeTexts(h),
+                now.into(),
             ];
             queued = tx.fetch_all(QUEUE_WORK_PG, args).await?;
         }
@@ -534,7 +538,7 @@ async fn persist_grouped<'a>(
         }
     }
     let until = lease.map_or(0, |l| l.until);
-    let queued = grouped.execute(tx, owner, until).await?;
+    let queued = grouped.execute(tx, owner, until, at).await?;
     finish(tx, at, in_order, wakes).await?;
     Ok((journal, queued))
 }

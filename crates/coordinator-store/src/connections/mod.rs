@@ -10,11 +10,13 @@
 //! resuming are journaled (kind `connection`, no run, the operator as
 //! actor) in the transaction that changes the row, only when they change it.
 //!
-//! Eager dispatch (`commit_leases`) decides in the process which rows it
-//! leases as they are queued: each process remembers whether any
-//! connection is held back ([`Store::refresh_pauses`] every second, its own
-//! changes at once) and leases nothing eagerly while one is, so its work goes
-//! through claims, which read the connections in their own statement.
+//! Eager dispatch (`commit_leases`) leases rows as they are queued: each
+//! process remembers whether any connection is held back
+//! ([`Store::refresh_connections`] every second, its own changes at once)
+//! and offers no eager lease while one is; and on PostgreSQL the statement
+//! that would lease reads the connections itself (`batch`, `admissions_pg`),
+//! so another process's pause holds at once. The work goes through claims,
+//! which read the connections in their own statement.
 
 pub(crate) mod limits;
 pub(crate) mod pace;

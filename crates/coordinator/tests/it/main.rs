@@ -40,6 +40,7 @@ mod operator;
 mod pace;
 mod packages;
 mod parity;
+mod pause_two_processes;
 mod payload_keys;
 mod probes;
 mod redaction;
