@@ -231,17 +231,6 @@ impl Store {
         Ok(if lifted { before } else { None })
     }
 
-    /// Reads whether any connection is paused into this process's memory.
-    pub async fn refresh_pauses(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_read().await?;
-        let paused: i64 = match tx.fetch_optional(ANY_PAUSED, Vec::new()).await? {
-            Some(row) => row.get(0)?,
-            None => 0,
-        };
-        self.remember_pauses(paused > 0);
-        Ok(())
-    }
-
     /// Whether this process last knew any connection held back at `now`
     /// (paused, held by a `Retry-After`, its breaker not closed).
     pub fn any_connection_blocked(&self, now: i64) -> bool {

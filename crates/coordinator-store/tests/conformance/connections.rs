@@ -1,5 +1,5 @@
 //! An operator's pause of a connection (`Store::pause_connection`,
-//! `resume_connection`, `connection_states`, `refresh_pauses`): no claim,
+//! `resume_connection`, `connection_states`, `refresh_connections`): no claim,
 //! offer or eager lease takes a paused connection's rows, which stay as they
 //! were (due, unleased, no claim counted); when work is next due is read
 //! without them; pausing and resuming are journaled once each. And the shared
@@ -115,7 +115,7 @@ pub(crate) async fn no_process_leases_eagerly_while_a_connection_is_paused(db: &
     let other = ok(Store::connect(&db.url).await, "second handle");
     ok(other.pause_connection("messaging", T0 + 2, "ops", "stop").await, "pause");
     assert!(other.any_connection_paused() && !db.any_connection_paused());
-    ok(db.refresh_pauses().await, "refresh");
+    ok(db.refresh_connections(T0).await, "refresh");
     assert!(db.any_connection_paused());
 
     let (event, at) = (accepted_read(), T0 + 3);
@@ -143,7 +143,7 @@ pub(crate) async fn no_process_leases_eagerly_while_a_connection_is_paused(db: &
     assert!(matches!(guarded, Guarded::Created) && leased.is_empty(), "{leased:?}");
 
     ok(other.resume_connection("messaging", T0 + 5, "ops", "go").await, "resume");
-    ok(db.refresh_pauses().await, "refresh");
+    ok(db.refresh_connections(T0).await, "refresh");
     assert!(!db.any_connection_paused());
     let (_, leased) = admit_leasing(3).await;
     assert_eq!(leased.len(), usize::from(db.is_postgres()), "resumed: PostgreSQL leases at admission again");
