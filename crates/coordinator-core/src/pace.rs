@@ -59,6 +59,28 @@ impl Limits {
             (None, None) => 1.0,
         }
     }
+
+    /// The stricter of two limits, each bound the lower one that either sets
+    /// (a deployment's limits with a remote worker's own).
+    #[must_use]
+    pub fn stricter(&self, other: &Limits) -> Limits {
+        fn lower<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+                (a, b) => a.or(b),
+            }
+        }
+        Limits {
+            concurrency: lower(self.concurrency, other.concurrency),
+            rate_per_second: lower(self.rate_per_second, other.rate_per_second),
+            burst: lower(self.burst, other.burst),
+        }
+    }
+
+    /// Whether these limits bound nothing.
+    pub fn is_none(&self) -> bool {
+        self.concurrency.is_none() && self.rate_per_second.is_none()
+    }
 }
 
 /// When the breaker opens and how often it probes.

@@ -46,6 +46,17 @@ fn concurrency_bounds_what_is_in_flight() {
 }
 
 #[test]
+fn the_stricter_of_two_limits_takes_each_lower_bound() {
+    let deployment = Limits { concurrency: Some(8), rate_per_second: Some(50.0), burst: None };
+    let worker = Limits { concurrency: Some(4), rate_per_second: Some(100.0), burst: Some(10) };
+    let both = Limits { concurrency: Some(4), rate_per_second: Some(50.0), burst: Some(10) };
+    assert_eq!(deployment.stricter(&worker), both);
+    assert_eq!(worker.stricter(&deployment), both);
+    assert_eq!(Limits::default().stricter(&worker), worker, "a bound only one sets holds");
+    assert!(Limits::default().is_none() && !worker.is_none());
+}
+
+#[test]
 fn a_retry_after_holds_every_send_of_the_connection() {
     let limits = Limits { concurrency: Some(10), ..Limits::default() };
     let mut pace = Pace::new(&limits, 0);

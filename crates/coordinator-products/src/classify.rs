@@ -148,6 +148,17 @@ impl Reason {
     }
 }
 
+/// The `Retry-After` an attempt's answer carries, in ms: how long the
+/// product asked everyone to wait (`None`: it did not say).
+pub fn retry_after_ms(answer: &CallAnswer) -> Option<i64> {
+    match answer {
+        CallAnswer::Retryable { retry_after_seconds: Some(s) } => {
+            Some(i64::try_from(*s).unwrap_or(i64::MAX / 1000).saturating_mul(1000))
+        }
+        _ => None,
+    }
+}
+
 /// How reading a response body failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BodyFailure {

@@ -50,7 +50,7 @@ mod token;
 mod traceparent;
 
 pub use assertion::{ASSERTION_TYPE, AssertionKey, SigningFailed, UnusableKey};
-pub use classify::{AnswerKind, BodyFailure, Explained, Reason, UNSENDABLE};
+pub use classify::{AnswerKind, BodyFailure, Explained, Reason, UNSENDABLE, retry_after_ms};
 pub use client::{ProductClient, Sending};
 pub use connection::{Connection, TokenSource};
 pub use endpoint::{HttpUrl, UrlError};

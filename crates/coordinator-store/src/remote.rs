@@ -30,14 +30,20 @@
 //! lane in claim order from `outbox_lanes` (rows another offer or claim has
 //! locked are skipped) and the rows whose window ran out from
 //! `outbox_lanes_leased`; on SQLite one writing transaction reads
-//! `outbox_lanes` (migration 0016). A lane whose connection an operator
-//! paused is offered nothing ([`connections`](crate::connections)). This module must not change snapshots or
-//! run rows, except through a report's decision.
+//! `outbox_lanes` (migration 0016). A lane held back (an operator's pause, a
+//! product's hold, a breaker not closed) is offered nothing but its probe, and
+//! a limited one what its pace grants ([`connections`](crate::connections)).
+//! This module must not change snapshots or run rows, except through a
+//! report's decision.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use coordinator_core::pace::Limits;
 
 use crate::audit::{self, Line};
 use crate::claims::{in_work_order, work_args, work_row};
+use crate::connections::limits::Take;
 use crate::db::{Arg, Pool, Tx, Writer};
 use crate::types::{Claim, ClaimedRun, Decision, WorkItem};
 use crate::{Store, StoreError, runs, wakeups};
@@ -75,7 +81,7 @@ macro_rules! offer_part_pg {
              WHERE o.lane = l.value AND o.lane IS NOT NULL AND ",
             $rows,
             " AND o.not_before <= $3 AND (NOT r.held OR o.kind = 'receipt') AND ",
-            crate::connections::not_paused!("o.lane"),
+            crate::connections::not_blocked!("o.lane", "$3"),
             " ORDER BY ",
             $order,
             ", o.run_id, o.step, o.kind LIMIT ",
@@ -110,7 +116,7 @@ const OFFER_SQLITE: &str = concat!(
      WHERE (run_id, step, kind) IN (SELECT o.run_id, o.step, o.kind FROM outbox o JOIN runs r ON r.id = o.run_id \
      WHERE o.lane IN (SELECT l.value FROM json_each($5) AS l) AND o.lane IS NOT NULL AND o.not_before <= $3 \
      AND (o.lease_until IS NULL OR o.lease_until < $3) AND (NOT r.held OR o.kind = 'receipt') AND ",
-    crate::connections::not_paused!("o.lane"),
+    crate::connections::not_blocked!("o.lane", "$3"),
     " ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $4) ",
     offered_columns!()
 );
@@ -142,7 +148,7 @@ const CLEAR_LANES_PG: &str = clear_lanes_sql!("unnest($1::text[]) AS l(value)");
 const CLEAR_LANES_SQLITE: &str = clear_lanes_sql!("json_each($1) AS l");
 
 /// When the first row of the lanes `$lanes` (a `FROM` item of rows
-/// `l(value)`) becomes offerable: per lane, the first unleased row
+/// `l(value)`) becomes offerable, of lanes nothing holds back at `$2`: per lane, the first unleased row
 /// (`outbox_lanes` in order) and the first lease to run out
 /// (`outbox_lanes_leased` in order), each the first of a run without a hold
 /// (receipt lookups whatever the hold), as `claims::next_due_sql!` reads the
@@ -153,13 +159,15 @@ macro_rules! offered_work_sql {
             "SELECT MIN(due) FROM (\
              SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
                WHERE o.lane = l.value AND o.lane IS NOT NULL AND o.lease_until IS NULL \
-               AND (NOT r.held OR o.kind = 'receipt') AND NOT EXISTS (SELECT 1 FROM connections pc \
-               WHERE pc.name = o.lane AND pc.paused_at IS NOT NULL) ORDER BY o.not_before LIMIT 1) AS due FROM ",
+               AND (NOT r.held OR o.kind = 'receipt') AND ",
+            crate::connections::not_blocked!("o.lane", "$2"),
+            " ORDER BY o.not_before LIMIT 1) AS due FROM ",
             $lanes,
             " UNION ALL SELECT (SELECT o.lease_until + 1 FROM outbox o JOIN runs r ON r.id = o.run_id \
                WHERE o.lane = l.value AND o.lane IS NOT NULL AND o.lease_until IS NOT NULL \
-               AND (NOT r.held OR o.kind = 'receipt') AND NOT EXISTS (SELECT 1 FROM connections pc \
-               WHERE pc.name = o.lane AND pc.paused_at IS NOT NULL) ORDER BY o.lease_until LIMIT 1) FROM ",
+               AND (NOT r.held OR o.kind = 'receipt') AND ",
+            crate::connections::not_blocked!("o.lane", "$2"),
+            " ORDER BY o.lease_until LIMIT 1) FROM ",
             $lanes,
             ") AS pending"
         )
@@ -201,27 +209,66 @@ impl Store {
         window_ms: i64,
         limit: u32,
     ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
+        self.offer_within(lanes, &BTreeMap::new(), now, offered_to, window_ms, limit).await
+    }
+
+    /// [`Store::offer`] under the polling worker's own limits (`asked`, by
+    /// lane) as well as the deployment's ([`Store::set_offer_limits`]): a
+    /// lane either limits, or whose pace is not settled (a breaker open,
+    /// a hold, a slow-down), is offered under its row's lock what its pace
+    /// grants ([`crate::connections::limits`]), its breaker's probe
+    /// included; the others in one statement, which skips every lane held back.
+    pub async fn offer_within(
+        &self,
+        lanes: &[String],
+        asked: &BTreeMap<String, Limits>,
+        now: i64,
+        offered_to: &str,
+        window_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(WorkItem, ClaimedRun)>, StoreError> {
         crate::fence::refuse(&self.fence)?;
         if lanes.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.writer().await?;
-        // Checked once the connection is taken: a new one was read by the fence before it was handed out.
-        crate::fence::refuse(&self.fence)?;
-        let (sql, lanes) = match &self.pool {
-            Pool::Pg(..) => (OFFER_PG, Arg::Texts(lanes.to_vec())),
-            Pool::Sqlite(..) => (OFFER_SQLITE, json_lanes(lanes)?),
-        };
-        let args =
-            vec![offered_to.into(), now.saturating_add(window_ms).into(), now.into(), i64::from(limit).into(), lanes];
-        let rows = tx.fetch_all(sql, args).await?;
-        tx.commit().await?;
-        let mut offered = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let (not_before, mut item, run) = work_row(row, 0)?;
+        let (governed, free): (Vec<(String, Limits)>, Vec<(String, Limits)>) = lanes
+            .iter()
+            .map(|lane| (lane.clone(), self.offer_limits_of(lane, asked.get(lane))))
+            .partition(|(lane, limits)| !limits.is_none() || self.pace_unsettled(lane));
+        let free: Vec<String> = free.into_iter().map(|(lane, _)| lane).collect();
+        let mut offered = Vec::new();
+        if !free.is_empty() {
+            let mut tx = self.writer().await?;
+            // Checked once the connection is taken: a new one was read by the fence before it was handed out.
+            crate::fence::refuse(&self.fence)?;
+            let (sql, lanes) = match &self.pool {
+                Pool::Pg(..) => (OFFER_PG, Arg::Texts(free)),
+                Pool::Sqlite(..) => (OFFER_SQLITE, json_lanes(&free)?),
+            };
+            let args = vec![
+                offered_to.into(),
+                now.saturating_add(window_ms).into(),
+                now.into(),
+                i64::from(limit).into(),
+                lanes,
+            ];
+            let rows = tx.fetch_all(sql, args).await?;
+            tx.commit().await?;
+            for row in &rows {
+                offered.push(work_row(row, 0)?);
+            }
+        }
+        for (lane, limits) in governed {
+            let room = limit.saturating_sub(u32::try_from(offered.len()).unwrap_or(u32::MAX));
+            if room == 0 {
+                break;
+            }
+            let (taken, _) = self.take_lane(&lane, &limits, Take::Offer, now, offered_to, window_ms, room).await?;
+            offered.extend(taken);
+        }
+        for (_, item, _) in &mut offered {
             // Nothing was claimed by this offer: any claim counted is an earlier acquire's.
             item.reclaimed = item.claims >= 1;
-            offered.push((not_before, item, run));
         }
         Ok(in_work_order(offered))
     }
@@ -310,8 +357,9 @@ impl Store {
     /// the earliest `not_before` of unleased rows and `lease_until + 1` of
     /// leased ones, of runs without a restore hold (receipt lookups whatever
     /// the hold); `None` when nothing is queued there (or no lanes are
-    /// given). A long poll sleeps until then, or until woken. Reads each lane's
-    /// first rows only.
+    /// given), of lanes nothing holds back (a pause, a hold, a breaker not
+    /// closed). A long poll sleeps until then, or until woken. Reads each
+    /// lane's first rows only.
     pub async fn offered_work(&self, lanes: &[String], now: i64) -> Result<Option<i64>, StoreError> {
         if lanes.is_empty() {
             return Ok(None);
@@ -321,7 +369,7 @@ impl Store {
             Pool::Sqlite(..) => (OFFERED_WORK_SQLITE, json_lanes(lanes)?),
         };
         let mut tx = self.pool.begin_read().await?;
-        let due: Option<i64> = match tx.fetch_optional(sql, vec![lanes]).await? {
+        let due: Option<i64> = match tx.fetch_optional(sql, vec![lanes, now.into()]).await? {
             Some(row) => row.get(0)?,
             None => None,
         };

@@ -13,8 +13,9 @@
 //! reports in `conformance/remote.rs`, eager dispatch in
 //! `conformance/eager.rs`, admissions together in `conformance/admissions.rs`, the console's
 //! newest-first listing in `conformance/listing.rs` and its attention inbox
-//! in `conformance/inbox.rs`, an operator's pause of a connection in
-//! `conformance/connections.rs`.
+//! in `conformance/inbox.rs`, an operator's pause of a connection and the
+//! shared pace in `conformance/connections.rs`, remote lanes under limits and
+//! fairness under a flood in `conformance/governed.rs`.
 //!
 //! Runs are driven through the real state machine on reviewed-notice, so the
 //! store is tested with the actions the machine really emits.
@@ -37,6 +38,8 @@ mod eager;
 mod events;
 #[path = "conformance/fence.rs"]
 mod fence;
+#[path = "conformance/governed.rs"]
+mod governed;
 #[path = "conformance/hold.rs"]
 mod hold;
 #[path = "conformance/inbox.rs"]
@@ -107,6 +110,10 @@ use events::{
 use fence::{
     a_claim_the_database_does_not_know_is_named, the_fence_places_the_hold_with_its_evidence,
     the_fence_trips_only_on_what_the_database_forgot,
+};
+use governed::{
+    a_flood_of_one_workflow_does_not_starve_another, a_held_or_open_remote_lane_is_offered_only_its_probe,
+    a_remote_lane_is_offered_within_its_limit_across_processes, a_workers_own_limits_hold_with_the_deployments,
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
 use inbox::the_inbox_groups_runs_in_attention_oldest_first;
@@ -229,6 +236,10 @@ conformance!(Current in connections_on_sqlite, connections_on_postgres:
     a_rate_limit_is_one_bucket_for_every_process,
     a_paused_limited_connection_is_neither_claimed_nor_due,
     a_limit_is_shared_round_robin_across_workflows,
+    a_remote_lane_is_offered_within_its_limit_across_processes,
+    a_workers_own_limits_hold_with_the_deployments,
+    a_held_or_open_remote_lane_is_offered_only_its_probe,
+    a_flood_of_one_workflow_does_not_starve_another,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:

@@ -300,13 +300,14 @@ pub struct Connection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<Timeouts>,
     /// When the connection's breaker opens and how often it then probes;
-    /// without it, after 5 failures in a row, a probe every 30 s. Refused for
-    /// a remote connection (its breaker is not kept yet) and in worker.yaml.
+    /// without it, after 5 failures in a row, a probe every 30 s. One breaker
+    /// per connection for the whole deployment, remote ones included: refused
+    /// in worker.yaml.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerConfig>,
     /// At most so many requests in flight and per second, for the whole
-    /// deployment. Refused for a remote connection and in worker.yaml (not
-    /// kept there yet).
+    /// deployment. A remote worker's own (worker.yaml) apply with the
+    /// deployment's: the stricter bound of each holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ConnectionLimits>,
 }

@@ -39,8 +39,8 @@ pub struct WorkerFile {
     /// Logical connection name (as the coordinator's `runtime.yaml` names it,
     /// with `dispatch: remote`) -> product endpoint and credentials. Each has
     /// `product`, `baseUrl`, `authorization` and optionally `timeouts`, as an
-    /// in-process connection of `runtime.yaml`; never `dispatch`, `workers`
-    /// or `eventSigningSecret`.
+    /// in-process connection of `runtime.yaml`, and optionally `limits` of
+    /// its own; never `dispatch`, `workers`, `eventSigningSecret` or `breaker`.
     #[schemars(schema_with = "worker_connections")]
     pub connections: BTreeMap<String, Connection>,
     /// How many product requests may be in flight at once, 1 to 1024
@@ -81,7 +81,7 @@ pub struct CoordinatorEndpoint {
 }
 
 /// The fields of a runtime connection a worker's connection never has.
-const RUNTIME_ONLY: &[&str] = &["dispatch", "workers", "eventSigningSecret"];
+const RUNTIME_ONLY: &[&str] = &["dispatch", "workers", "eventSigningSecret", "breaker"];
 
 /// The schema of `connections`: [`Connection`]'s without the runtime-only
 /// fields, `baseUrl` and `authorization` required.

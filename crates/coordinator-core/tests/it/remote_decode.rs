@@ -312,9 +312,9 @@ fn excerpts_of_a_worker_file_mask_literal_secrets_and_keep_settings() {
     assert_eq!(runtime::redact(&root, &remote), remote);
 }
 
-/// An in-process connection's `breaker`, each field optional; mistakes where they are.
+/// A connection's `breaker`, each field optional; mistakes where they are; never in a worker's file.
 #[test]
-fn a_breaker_decodes_with_its_defaults_and_is_refused_where_it_is_not_kept() {
+fn a_breaker_decodes_with_its_defaults_and_is_the_deployments() {
     let breaker = |fields: &str| runtime_file(&runtime_with(true, &format!("{IN_PROCESS}    breaker: {fields}\n")));
     let (file, diagnostics) = breaker("{openAfterFailures: 3, probeEverySeconds: 10}");
     assert!(diagnostics.is_empty(), "{diagnostics:?}");
@@ -332,18 +332,18 @@ fn a_breaker_decodes_with_its_defaults_and_is_refused_where_it_is_not_kept() {
         let (_, diagnostics) = breaker(fields);
         assert_eq!(positions(&diagnostics), [expected], "{fields}");
     }
-    // Not kept for a remote connection.
+    // A remote connection's breaker is the deployment's too; a worker's file has none.
     let remote = "    dispatch: remote\n    workers: [registry-worker]\n    breaker: {openAfterFailures: 3}\n";
-    let (_, diagnostics) = runtime_file(&runtime_with(true, remote));
-    assert_eq!(positions(&diagnostics), ["14:5 schema.unknown-field"]);
-    assert!(
-        diagnostics[0].message.contains("kept only for the coordinator's in-process connections"),
-        "{diagnostics:?}"
-    );
+    let (file, diagnostics) = runtime_file(&runtime_with(true, remote));
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    assert_eq!(file.and_then(|f| f.connections["registry"].breaker).map(|b| b.open_after_failures), Some(3));
+    let (_, diagnostics) = worker_file(&format!("{WORKER}    breaker: {{openAfterFailures: 3}}\n"));
+    assert_eq!(positions(&diagnostics), ["11:5 schema.unknown-field"]);
+    assert!(diagnostics[0].message.contains("the coordinator keeps for the whole deployment"), "{diagnostics:?}");
 }
 
-/// An in-process connection's `limits`: at least one limit, a burst only with
-/// a rate; each mistake where it is; not kept for a remote connection.
+/// A connection's `limits`: at least one limit, a burst only with a rate;
+/// each mistake where it is; in runtime.yaml and in a worker's file.
 #[test]
 fn limits_decode_and_each_mistake_is_named_where_it_is() {
     let with = |fields: &str| runtime_file(&runtime_with(true, &format!("{IN_PROCESS}    limits: {fields}\n")));
@@ -365,7 +365,15 @@ fn limits_decode_and_each_mistake_is_named_where_it_is() {
         let (_, diagnostics) = with(fields);
         assert_eq!(positions(&diagnostics), [expected], "{fields}: {diagnostics:?}");
     }
+    // A remote connection's limits, in runtime.yaml and in a worker's own file.
     let remote = "    dispatch: remote\n    workers: [registry-worker]\n    limits: {concurrency: 3}\n";
-    let (_, diagnostics) = runtime_file(&runtime_with(true, remote));
-    assert_eq!(positions(&diagnostics), ["14:5 schema.unknown-field"]);
+    let (file, diagnostics) = runtime_file(&runtime_with(true, remote));
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    assert_eq!(file.and_then(|f| f.connections["registry"].limits).and_then(|l| l.concurrency), Some(3));
+    let (file, diagnostics) = worker_file(&format!("{WORKER}    limits: {{ratePerSecond: 25}}\n"));
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let rate = file.and_then(|f| f.connections["registry"].limits).map(|l| l.limits().rate_per_second);
+    assert_eq!(rate, Some(Some(25.0)));
+    let (_, diagnostics) = worker_file(&format!("{WORKER}    limits: {{burst: 2}}\n"));
+    assert_eq!(positions(&diagnostics), ["11:21 schema.invalid-value"]);
 }

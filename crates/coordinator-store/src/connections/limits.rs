@@ -11,8 +11,15 @@
 //! process holds them, so a crash keeps a permit no longer than its lease,
 //! and two processes never exceed the limit together. Held-back rows stay
 //! as they are (due, unleased, no claim counted) and are taken later in due
-//! order, round-robin across workflows (`claim_lane_sql!`). The bucket's tokens are written back with the claim; tokens
-//! granted for rows that were not there are given back.
+//! order, round-robin across workflows (`take_lane_sql!`). The bucket's
+//! tokens are written back with the claim; tokens granted for rows that were
+//! not there are given back.
+//!
+//! A remote connection's lane is governed the same way where it is offered
+//! ([`Take::Offer`], from `remote`): under runtime.yaml's limits
+//! ([`Store::set_offer_limits`]) and the polling worker's own, the stricter
+//! bound of each. An offer holds its permit until the worker acquires the
+//! row (the lease then holds it) or the assignment window runs out.
 
 use std::collections::BTreeMap;
 
@@ -33,19 +40,21 @@ const PAUSED: &str = "SELECT 1 FROM connections WHERE name = $1 AND paused_at IS
 /// `$1` the lane, `$2` now: its rows in flight.
 const IN_FLIGHT: &str = "SELECT count(*) FROM outbox WHERE lane = $1 AND lease_until >= $2";
 
-/// A claim of rows of lane `$4` (`$1` owner, `$2` lease end, `$3` now, `$5`
-/// 1 for receipts only, `$6` how many); `$rows` which. **Fair across
-/// workflows:** each workflow's due rows are numbered oldest first, and the
-/// claim takes every workflow's first before any workflow's second, and so
-/// on, oldest first within a turn — so a flood of one workflow's work waits
-/// its turns beside another's. No row lock is skipped: claims of a lane are
-/// serialised by the connection row's lock, which every claim of the lane
-/// takes first.
-macro_rules! claim_lane_sql {
-    ($rows:literal) => {
+/// A take of rows of lane `$4` (`$1` owner, `$2` lease end, `$3` now, `$5`
+/// 1 for receipts only, `$6` how many); `$count` what else the take sets (a
+/// claim counts itself, an offer does not), `$rows` which rows. **Fair
+/// across workflows:** each workflow's due rows are numbered oldest first,
+/// and the take has every workflow's first before any workflow's second,
+/// and so on, oldest first within a turn — so a flood of one workflow's work
+/// waits its turns beside another's. No row lock is skipped: takes of a lane
+/// are serialised by the connection row's lock, which every take of the
+/// lane takes first.
+macro_rules! take_lane_sql {
+    ($count:literal, $rows:literal) => {
         concat!(
-            "UPDATE outbox SET lease_owner = $1, lease_until = $2, claims = claims + 1 \
-             WHERE (run_id, step, kind) IN (SELECT q.run_id, q.step, q.kind FROM (SELECT o.run_id, o.step, o.kind, \
+            "UPDATE outbox SET lease_owner = $1, lease_until = $2",
+            $count,
+            " WHERE (run_id, step, kind) IN (SELECT q.run_id, q.step, q.kind FROM (SELECT o.run_id, o.step, o.kind, \
              o.not_before, row_number() OVER (PARTITION BY r.workflow ORDER BY o.not_before, o.run_id, o.step, o.kind) \
              AS turn FROM outbox o JOIN runs r ON r.id = o.run_id WHERE o.lane = $4 AND ",
             $rows,
@@ -56,8 +65,13 @@ macro_rules! claim_lane_sql {
         )
     };
 }
-/// Unleased rows first, then rows whose lease ran out.
-const CLAIM: [&str; 2] = [claim_lane_sql!("o.lease_until IS NULL"), claim_lane_sql!("o.lease_until < $3")];
+/// A claim: unleased rows first, then rows whose lease ran out.
+const CLAIM: [&str; 2] = [
+    take_lane_sql!(", claims = claims + 1", "o.lease_until IS NULL"),
+    take_lane_sql!(", claims = claims + 1", "o.lease_until < $3"),
+];
+/// An offer to a remote worker, in the same order: nothing claimed yet.
+const OFFER: [&str; 2] = [take_lane_sql!("", "o.lease_until IS NULL"), take_lane_sql!("", "o.lease_until < $3")];
 /// `$1` the lane: its first unleased row's due instant (of a run without a
 /// hold, receipt lookups whatever the hold), and its first lease's end + 1.
 const NEXT: &str = "SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
@@ -77,6 +91,19 @@ impl Store {
     /// `limits`), by name; every process of a deployment should set the same.
     pub fn set_limits(&self, limits: BTreeMap<String, Limits>) {
         *self.connections.limits.write().unwrap_or_else(std::sync::PoisonError::into_inner) = limits;
+    }
+
+    /// Sets the remote connections' limits (runtime.yaml `limits` of a
+    /// `dispatch: remote` connection), applied where their lanes are offered.
+    pub fn set_offer_limits(&self, limits: BTreeMap<String, Limits>) {
+        *self.connections.offer_limits.write().unwrap_or_else(std::sync::PoisonError::into_inner) = limits;
+    }
+
+    /// Remote lane `name`'s limits under this deployment and a worker's own (`asked`).
+    pub(crate) fn offer_limits_of(&self, name: &str, asked: Option<&Limits>) -> Limits {
+        let limits = self.connections.offer_limits.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let deployment = limits.get(name).copied().unwrap_or_default();
+        asked.map_or(deployment, |asked| deployment.stricter(asked))
     }
 
     /// The limited connections' names: their lanes.
@@ -151,6 +178,24 @@ impl Store {
         lease_ms: i64,
         room: u32,
     ) -> Result<(Vec<(WorkItem, ClaimedRun)>, Option<i64>), StoreError> {
+        let (claimed, next) = self.take_lane(name, limits, Take::Claim(scope), now, owner, lease_ms, room).await?;
+        Ok((claimed.into_iter().map(|(_, item, run)| (item, run)).collect(), next))
+    }
+
+    /// Takes (`take`) what lane `name`'s pace under `limits` grants of its
+    /// due rows, at most `room`, for `owner` until `now + lease_ms`, under the
+    /// connection row's lock; with a claim, when asking again may grant more.
+    #[allow(clippy::too_many_arguments, reason = "a claim round's parts, as `claim_due` has them")]
+    pub(crate) async fn take_lane(
+        &self,
+        name: &str,
+        limits: &Limits,
+        take: Take,
+        now: i64,
+        owner: &str,
+        lease_ms: i64,
+        room: u32,
+    ) -> Result<(Vec<(i64, WorkItem, ClaimedRun)>, Option<i64>), StoreError> {
         let mut tx = self.pool.begin_for(Writer::Background).await?;
         crate::fence::refuse(&self.fence)?;
         if tx.fetch_optional(PAUSED, vec![name.into()]).await?.is_some() {
@@ -164,12 +209,12 @@ impl Store {
             None => 0,
         };
         let grant = pace.grant(limits, u32::try_from(in_flight).unwrap_or(u32::MAX), room, now);
-        let claimed = if grant.send > 0 {
-            claim_rows(&mut tx, name, scope, now, owner, lease_ms, grant.send).await?
+        let taken_rows = if grant.send > 0 {
+            take_rows(&mut tx, name, take, now, owner, lease_ms, grant.send).await?
         } else {
             Vec::new()
         };
-        let taken = u32::try_from(claimed.len()).unwrap_or(u32::MAX);
+        let taken = u32::try_from(taken_rows.len()).unwrap_or(u32::MAX);
         if grant.send > 0 {
             // Tokens granted for rows that were not there go back in the bucket.
             pace.tokens = (pace.tokens + f64::from(grant.send.saturating_sub(taken))).min(limits.bucket());
@@ -177,12 +222,15 @@ impl Store {
                 pace::write(&mut tx, name, &pace, None).await?;
             }
         }
-        let next = self.lane_next(&mut tx, name, now, grant.retry_at, taken, room).await?;
+        let next = match take {
+            Take::Claim(_) => self.lane_next(&mut tx, name, now, grant.retry_at, taken, room).await?,
+            Take::Offer => None,
+        };
         tx.commit().await?;
         if grant.probe && taken > 0 {
             self.remember_pace(name, &pace::view_of(&pace, None), now);
         }
-        Ok((claimed.into_iter().map(|(_, item, run)| (item, run)).collect(), next))
+        Ok((taken_rows, next))
     }
 
     /// When lane `name` may give more after a claim at `now` that took
@@ -216,21 +264,36 @@ impl Store {
     }
 }
 
-/// Claims up to `most` due rows of lane `name`: unleased ones first, then
+/// What a governed take does with the rows it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Claims them in-process (of `WorkScope`): the lease is the claimer's
+    /// and the claim is counted.
+    Claim(WorkScope),
+    /// Offers them to a remote worker: the lease is the offer's, nothing is
+    /// claimed until the worker acquires it (`remote`). The offer holds the
+    /// permit until then.
+    Offer,
+}
+
+/// Takes up to `most` due rows of lane `name`: unleased ones first, then
 /// rows whose lease ran out.
-async fn claim_rows(
+async fn take_rows(
     tx: &mut Tx,
     name: &str,
-    scope: WorkScope,
+    take: Take,
     now: i64,
     owner: &str,
     lease_ms: i64,
     most: u32,
 ) -> Result<Vec<(i64, WorkItem, ClaimedRun)>, StoreError> {
-    let receipts_only = i64::from(scope == WorkScope::ReceiptsOnly);
-    let mut claimed = Vec::new();
-    for sql in CLAIM {
-        let left = i64::from(most) - i64::try_from(claimed.len()).unwrap_or(i64::MAX);
+    let (statements, receipts_only) = match take {
+        Take::Claim(scope) => (CLAIM, i64::from(scope == WorkScope::ReceiptsOnly)),
+        Take::Offer => (OFFER, 0),
+    };
+    let mut taken = Vec::new();
+    for sql in statements {
+        let left = i64::from(most) - i64::try_from(taken.len()).unwrap_or(i64::MAX);
         if left <= 0 {
             break;
         }
@@ -243,8 +306,8 @@ async fn claim_rows(
             left.into(),
         ];
         for row in tx.fetch_all(sql, args).await? {
-            claimed.push(work_row(&row, 0)?);
+            taken.push(work_row(&row, 0)?);
         }
     }
-    Ok(claimed)
+    Ok(taken)
 }

@@ -123,6 +123,8 @@ pub(crate) struct Memory {
     unsettled: Mutex<HashMap<String, PaceView>>,
     /// The connections claimed under limits (`limits`), by name.
     limits: RwLock<BTreeMap<String, Limits>>,
+    /// The remote connections offered under limits, by name.
+    offer_limits: RwLock<BTreeMap<String, Limits>>,
 }
 
 impl Memory {
@@ -255,7 +257,10 @@ impl Store {
     /// Connection `name`'s limits in this process (none: the default).
     pub(crate) fn limits_of(&self, name: &str) -> Limits {
         let limits = self.connections.limits.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        limits.get(name).copied().unwrap_or_default()
+        match limits.get(name) {
+            Some(limits) => *limits,
+            None => self.offer_limits_of(name, None),
+        }
     }
 
     pub(crate) fn remember_pace(&self, name: &str, pace: &PaceView, now: i64) {

@@ -18,11 +18,11 @@ use super::support::{T0, TestDb, deciding, first, new_run, put_flagship_package,
 use super::{LEASE_MS, accepted_read, ok};
 
 /// The first step of reviewed-notice.
-const READ: &str = "read-application";
+pub(crate) const READ: &str = "read-application";
 
 /// Admits run `n` (at `T0 + n`), its first attempt routed to `connection`
 /// and, when given, in `lane`.
-async fn admit_to(store: &Store, wf: &Workflow, n: u32, connection: &str, lane: Option<&str>) -> String {
+pub(crate) async fn admit_to(store: &Store, wf: &Workflow, n: u32, connection: &str, lane: Option<&str>) -> String {
     let new = new_run(wf, &run_id(n), "alice", None, T0 + i64::from(n));
     let connections = vec![(READ.to_owned(), connection.to_owned())];
     let lanes = lane.map(|lane| vec![(READ.to_owned(), lane.to_owned())]).unwrap_or_default();
@@ -32,7 +32,7 @@ async fn admit_to(store: &Store, wf: &Workflow, n: u32, connection: &str, lane: 
     }
 }
 
-fn work(limit: u32) -> ClaimLimits {
+pub(crate) fn work(limit: u32) -> ClaimLimits {
     ClaimLimits { timers: 0, work: limit }
 }
 
@@ -150,11 +150,11 @@ pub(crate) async fn no_process_leases_eagerly_while_a_connection_is_paused(db: &
 }
 
 /// Opens after two failures, probes every 10 s.
-fn two_failures() -> BreakerSettings {
+pub(crate) fn two_failures() -> BreakerSettings {
     BreakerSettings { open_after_failures: 2, probe_every_ms: 10_000 }
 }
 
-fn runs_of(due: &Due) -> Vec<&str> {
+pub(crate) fn runs_of(due: &Due) -> Vec<&str> {
     due.work.iter().map(|(item, _)| item.run_id.as_str()).collect()
 }
 

@@ -227,12 +227,7 @@ async fn attempt(
         .call_traced(target.conn, &target.operation, &call.command, &run.id, attempt, target.effect.into(), trace)
         .await;
     let reason = request.end(sending, "attempt", &target, &explained);
-    let retry_after_ms = match &explained.answer {
-        CallAnswer::Retryable { retry_after_seconds: Some(s) } => {
-            Some(i64::try_from(*s).unwrap_or(i64::MAX / 1000) * 1000)
-        }
-        _ => None,
-    };
+    let retry_after_ms = coordinator_products::retry_after_ms(&explained.answer);
     engine.pace_answered(target.connection, &explained.reason, retry_after_ms).await;
     Ok(Some((Event::CallAnswered { step, attempt, answer: explained.answer }, Some(reason))))
 }

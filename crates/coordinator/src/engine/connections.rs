@@ -163,16 +163,22 @@ impl Engine {
         reason: &coordinator_products::Reason,
         retry_after_ms: Option<i64>,
     ) {
-        let Some(health) = reason.health(retry_after_ms) else { return };
+        if let Some(health) = reason.health(retry_after_ms) {
+            self.pace_health(connection, health, &reason.to_string()).await;
+        }
+    }
+
+    /// [`Engine::pace_answered`] for an answer classified elsewhere (a remote
+    /// worker's report): `why` is the classifier's reason, never a value.
+    pub(crate) async fn pace_health(&self, connection: &str, health: Health, why: &str) {
         if health == Health::Healthy && !self.store.pace_unsettled(connection) {
             return;
         }
         let settings = self.breaker_of(connection);
-        let why = reason.to_string();
-        match self.store.record_answer(connection, health, &settings, &why, self.now()).await {
+        match self.store.record_answer(connection, health, &settings, why, self.now()).await {
             Ok((_, Some(BreakerChange::Opened))) => tracing::warn!(
                 connection,
-                reason = %why,
+                reason = why,
                 probe_every_seconds = settings.probe_every_ms / 1000,
                 "the connection's breaker opened: only a probe is sent until an answer closes it"
             ),

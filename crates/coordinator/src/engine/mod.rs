@@ -106,9 +106,11 @@ pub struct Engine {
     pub(crate) remote: crate::dispatch::remote::RemoteConnections,
     /// Connection name → its breaker's settings, where runtime.yaml sets them ([`crate::engine::connections`]).
     pub(crate) breakers: HashMap<String, coordinator_core::pace::BreakerSettings>,
-    /// Connection name → its limits, where runtime.yaml sets them: their rows
-    /// are queued in the connection's lane and claimed under the limits
-    /// (`coordinator_store::Store::set_limits`).
+    /// In-process connection name → its limits, where runtime.yaml sets
+    /// them: their rows are queued in the connection's lane and claimed under
+    /// the limits (`coordinator_store::Store::set_limits`). A remote
+    /// connection's limits apply where its lane is offered
+    /// (`coordinator_store::Store::set_offer_limits`).
     pub(crate) limits: HashMap<String, coordinator_core::pace::Limits>,
     settings: Settings,
     /// Compiled workflows by revision, bounded ([`crate::engine::workflow_cache`]).
@@ -248,11 +250,16 @@ impl Engine {
     }
 
     /// The same engine claiming these connections' work under their limits
-    /// (runtime.yaml `limits`), deployment-wide.
+    /// (runtime.yaml `limits`), deployment-wide: in-process ones where they
+    /// are claimed, remote ones (of [`Engine::with_remote`], called first)
+    /// where they are offered.
     #[must_use]
     pub fn with_limits(mut self, limits: HashMap<String, coordinator_core::pace::Limits>) -> Self {
-        self.store.set_limits(limits.iter().map(|(name, l)| (name.clone(), *l)).collect());
-        self.limits = limits;
+        let (remote, in_process): (HashMap<_, _>, HashMap<_, _>) =
+            limits.into_iter().partition(|(name, _)| self.remote.contains_key(name));
+        self.store.set_limits(in_process.iter().map(|(name, l)| (name.clone(), *l)).collect());
+        self.store.set_offer_limits(remote.into_iter().collect());
+        self.limits = in_process;
         self
     }
 

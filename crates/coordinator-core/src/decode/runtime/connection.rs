@@ -6,7 +6,8 @@
 //! connection of a worker) has `baseUrl` and `authorization`; a remote one has
 //! `workers` and none of the product's address, credentials or timeouts,
 //! which belong in the workers' `worker.yaml`; a worker's connection has no
-//! `dispatch`, `workers` or `eventSigningSecret`. A field refused where it
+//! `dispatch`, `workers`, `eventSigningSecret` or `breaker` (the breaker is
+//! the deployment's, in runtime.yaml), and may have `limits` of its own. A field refused where it
 //! is written is `schema.unknown-field` at its key, saying where it belongs.
 
 use std::collections::BTreeSet;
@@ -72,12 +73,10 @@ pub(in crate::decode) fn connection(d: &mut Decoder<'_>, place: Place, key: &Key
     let f = d.object(node, &what, key.span, FIELDS, &["product"])?;
     let (required, refused): (&[&str], &[&str]) = match (place, dispatch) {
         (Place::Worker, _) => {
-            (&["baseUrl", "authorization"], &["dispatch", "workers", "eventSigningSecret", "breaker", "limits"])
+            (&["baseUrl", "authorization"], &["dispatch", "workers", "eventSigningSecret", "breaker"])
         }
         (Place::Runtime, Some(Dispatch::InProcess)) => (&["baseUrl", "authorization"], &["workers"]),
-        (Place::Runtime, Some(Dispatch::Remote)) => {
-            (&["workers"], &["baseUrl", "authorization", "timeouts", "breaker", "limits"])
-        }
+        (Place::Runtime, Some(Dispatch::Remote)) => (&["workers"], &["baseUrl", "authorization", "timeouts"]),
         (Place::Runtime, None) => (&[], &[]),
     };
     let complete = required.iter().all(|field| node.get(field).is_some());
@@ -216,12 +215,11 @@ fn misplaced(place: Place, connection: &str, field: &str) -> (String, String) {
              to the worker.yaml of the workers that serve it"
                 .to_owned(),
         ),
-        (_, "breaker" | "limits") => (
-            format!("{connection} has `{field}`, which is kept only for the coordinator's in-process connections"),
-            format!(
-                "remove it here: the `{field}` of a connection served by `coordinator worker` processes is not \
-                 kept yet (docs/reference/runtime.md#a-connection); an operator can pause any connection"
-            ),
+        (Place::Worker, "breaker") => (
+            format!("{connection} has a `breaker`, which the coordinator keeps for the whole deployment"),
+            "remove it here and write it in the coordinator's runtime.yaml, under the same connection: \
+             every worker and process shares one breaker per connection (docs/reference/runtime.md#a-connection)"
+                .to_owned(),
         ),
         (Place::Runtime, _) => (
             format!(

@@ -4,16 +4,20 @@
 //! worker tries again) or `INTERNAL`; a bad request is `INVALID_ARGUMENT`
 //! naming the field, never echoing a payload.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator_core::machine::event::{CallAnswer, Event, Observation, ReceiptAnswer};
 use coordinator_core::model::catalog::Effect;
+use coordinator_core::model::runtime::Rate;
+use coordinator_core::pace::{Health, Limits};
 use coordinator_products::AnswerKind;
 use coordinator_proto::v1::task_service_server::TaskService;
 use coordinator_proto::v1::{
-    AcquireTaskLeaseRequest, AcquireTaskLeaseResponse, PollTasksRequest, PollTasksResponse, RenewTaskLeaseRequest,
-    RenewTaskLeaseResponse, ReportTaskResultRequest, ReportTaskResultResponse, Task,
+    AcquireTaskLeaseRequest, AcquireTaskLeaseResponse, ConnectionLimits, PollTasksRequest, PollTasksResponse,
+    ProductHealth, RenewTaskLeaseRequest, RenewTaskLeaseResponse, ReportTaskResultRequest, ReportTaskResultResponse,
+    Task,
 };
 use coordinator_store::{Claim, StoreError, WorkItem, WorkKind};
 use tonic::{Request, Response, Status};
@@ -31,6 +35,11 @@ use crate::engine::error::EngineError;
 const POLL_RECHECK: Duration = Duration::from_millis(250);
 /// The longest owner id and reason taken.
 const MAX_TEXT: usize = 200;
+/// How soon a waiting poll looks again at work that is due but was not
+/// offered (a limit holds it back), unless woken earlier.
+const LIMITED_RECHECK_MS: i64 = 100;
+/// The longest hold a worker's report of a `Retry-After` places (a day).
+const MAX_HOLD_MS: i64 = 86_400_000;
 
 /// The task service of one engine.
 pub(crate) struct TaskApi {
@@ -43,13 +52,23 @@ impl TaskApi {
         TaskApi { engine, access }
     }
 
-    /// Offers up to `max` due tasks of `lanes`; reclaimed attempts that must not be resent are settled instead.
-    async fn offer(&self, subject: &str, owner: &str, lanes: &[String], max: u32) -> Result<Vec<Task>, Status> {
+    /// Offers up to `max` due tasks of `lanes` (under the worker's own
+    /// limits, `asked`, as well as the deployment's); reclaimed attempts that
+    /// must not be resent are settled instead.
+    async fn offer(
+        &self,
+        subject: &str,
+        owner: &str,
+        lanes: &[String],
+        asked: &BTreeMap<String, Limits>,
+        max: u32,
+    ) -> Result<Vec<Task>, Status> {
         let engine = &self.engine;
         let offered_to = offer_owner(subject, owner);
         let now = engine.now();
         let window = millis(OFFER_WINDOW);
-        let offered = engine.store.offer(lanes, now, &offered_to, window, max).await.map_err(store_status)?;
+        let offered =
+            engine.store.offer_within(lanes, asked, now, &offered_to, window, max).await.map_err(store_status)?;
         let mut tasks = Vec::with_capacity(offered.len());
         for (item, claimed) in offered {
             engine.metrics().dispatch_delay("remote", claimed.due_at, now);
@@ -113,6 +132,7 @@ impl TaskService for TaskApi {
         if request.max_tasks == 0 || request.max_tasks > MAX_POLL_TASKS {
             return Err(Status::invalid_argument(format!("max_tasks must be 1 to {MAX_POLL_TASKS}")));
         }
+        let asked = asked_limits(&request.limits, &lanes)?;
         let wait = Duration::from_millis(u64::from(request.wait_ms));
         if wait > MAX_POLL_WAIT {
             return Err(Status::invalid_argument(format!("wait_ms must be 0 to {}", MAX_POLL_WAIT.as_millis())));
@@ -133,14 +153,16 @@ impl TaskService for TaskApi {
             if self.engine.is_draining() {
                 return Err(Status::unavailable("the coordinator is draining: poll another one, or again later"));
             }
-            let tasks = hinted.offer(self.offer(principal.subject(), owner, &lanes, request.max_tasks)).await?;
+            let tasks = hinted.offer(self.offer(principal.subject(), owner, &lanes, &asked, request.max_tasks)).await?;
             let now = tokio::time::Instant::now();
             if !tasks.is_empty() || now >= deadline || lanes.is_empty() {
                 return Ok(Response::new(PollTasksResponse { tasks }));
             }
             let at = self.engine.now();
             let next = self.engine.store.offered_work(&lanes, at).await.map_err(store_status)?;
-            let until_due = next.map(|due| Duration::from_millis(u64::try_from(due.saturating_sub(at)).unwrap_or(0)));
+            // Due now and nothing offered: a limit holds it back (its permits come back as answers commit).
+            let until_due = next.map(|due| due.saturating_sub(at).max(LIMITED_RECHECK_MS));
+            let until_due = until_due.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
             let recheck = self.engine.hints.interval(POLL_RECHECK);
             let sleep = until_due.unwrap_or(recheck).min(recheck).min(deadline - now);
             tokio::select! {
@@ -217,12 +239,30 @@ impl TaskService for TaskApi {
             if reason.is_empty() { String::new() } else { format!("; {reason}") },
         );
         let took = Took { answered, elapsed: Duration::from_millis(request.elapsed_ms) };
+        let health = health_of(request.health, request.retry_after_ms);
+        let why = reason.clone();
+        let (run_id, step) = (item.run_id.clone(), item.step.clone());
         let accepted = self.report(&principal, owner, item, event, &detail, reason, took).await?;
+        if accepted && let Some(health) = health {
+            self.pace(&run_id, &step, health, &why).await;
+        }
         Ok(Response::new(ReportTaskResultResponse { accepted }))
     }
 }
 
 impl TaskApi {
+    /// Takes in what a report says of its connection's product (the shared
+    /// pace and breaker), as an in-process answer's is; a failure to find the
+    /// connection changes nothing (the report is applied all the same).
+    async fn pace(&self, run_id: &str, step: &str, health: Health, why: &str) {
+        let engine = &self.engine;
+        let Ok(Some(revision)) = engine.store.revision_of(run_id).await else { return };
+        let Ok(wf) = engine.workflow(&revision).await else { return };
+        if let Some(connection) = crate::dispatch::remote::connection_of(&wf, step) {
+            engine.pace_health(connection, health, why).await;
+        }
+    }
+
     /// Applies a report under the lease's fence; says whether it was (now or before) applied.
     #[allow(clippy::too_many_arguments, reason = "the parts of one report, each used once")]
     async fn report(
@@ -327,6 +367,50 @@ fn answer_event(item: &WorkItem, answer: &[u8]) -> Result<(Event, &'static str),
             (Event::CompletionObserved { step, seq: number(item.attempt)?, answer }, kind)
         }
     })
+}
+
+/// What a report says of the product's health (`None`: nothing, as from a
+/// worker that does not say).
+fn health_of(health: i32, retry_after_ms: i64) -> Option<Health> {
+    match ProductHealth::try_from(health) {
+        Ok(ProductHealth::Healthy) => Some(Health::Healthy),
+        Ok(ProductHealth::SlowDown) => {
+            Some(Health::SlowDown { retry_after_ms: (retry_after_ms > 0).then(|| retry_after_ms.min(MAX_HOLD_MS)) })
+        }
+        Ok(ProductHealth::Failed) => Some(Health::Failed),
+        Ok(ProductHealth::Unspecified) | Err(_) => None,
+    }
+}
+
+/// A poll's own limits, by connection: each of the poll's connections at
+/// most once, a rate above 0 and at most [`Rate::MAX`] (0: none).
+fn asked_limits(asked: &[ConnectionLimits], lanes: &[String]) -> Result<BTreeMap<String, Limits>, Status> {
+    let mut limits = BTreeMap::new();
+    for one in asked {
+        if !lanes.contains(&one.connection) {
+            return Err(Status::invalid_argument(
+                "limits must name connections the poll lists in `connections`, each once",
+            ));
+        }
+        let rate = match Rate::new(one.rate_per_second) {
+            Ok(rate) => Some(rate.get()),
+            Err(_) if one.rate_per_second == 0.0 => None,
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "limits.rate_per_second must be above 0 and at most {} (0: no rate limit)",
+                    Rate::MAX
+                )));
+            }
+        };
+        let nonzero = |n: u32| (n > 0).then_some(n);
+        let these = Limits { concurrency: nonzero(one.concurrency), rate_per_second: rate, burst: nonzero(one.burst) };
+        if limits.insert(one.connection.clone(), these).is_some() {
+            return Err(Status::invalid_argument(
+                "limits must name connections the poll lists in `connections`, each once",
+            ));
+        }
+    }
+    Ok(limits)
 }
 
 /// The outbox row a request names (its run id, when given, must be the task's).

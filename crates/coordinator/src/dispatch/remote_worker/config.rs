@@ -13,6 +13,7 @@ use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::model::runtime::SecretRef;
 use coordinator_core::model::worker::WorkerFile;
 use coordinator_products::Secret;
+use coordinator_proto::v1::ConnectionLimits;
 
 use std::sync::Arc;
 
@@ -97,6 +98,20 @@ impl WorkerConfig {
             }
         }
         let concurrency = usize::try_from(self.worker.effective_concurrency()).unwrap_or(1);
+        let limits = self
+            .worker
+            .connections
+            .iter()
+            .filter_map(|(name, connection)| {
+                let limits = connection.limits?.limits();
+                Some(ConnectionLimits {
+                    connection: name.clone(),
+                    concurrency: limits.concurrency.unwrap_or(0),
+                    rate_per_second: limits.rate_per_second.unwrap_or(0.0),
+                    burst: limits.burst.unwrap_or(0),
+                })
+            })
+            .collect();
         let (base, reference) = (self.base(), endpoint.token.clone());
         let token_refresh: TokenRefresh = Arc::new(move || resolve_secret(&base, &reference, "coordinator.token").ok());
         Ok(Worker {
@@ -105,6 +120,7 @@ impl WorkerConfig {
             ca_certificate,
             connections,
             concurrency,
+            limits,
             token_refresh: Some(token_refresh),
         })
     }

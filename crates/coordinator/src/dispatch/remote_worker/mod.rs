@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator_products::{Connection, ProductClient, Secret};
-use coordinator_proto::v1::PollTasksRequest;
 use coordinator_proto::v1::task_service_client::TaskServiceClient;
+use coordinator_proto::v1::{ConnectionLimits, PollTasksRequest};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tonic::metadata::MetadataValue;
@@ -48,6 +48,10 @@ pub struct Worker {
     pub connections: HashMap<String, Connection>,
     /// Requests in flight at once.
     pub concurrency: usize,
+    /// This worker's own limits of its connections (worker.yaml `limits`),
+    /// sent with every poll: the coordinator counts them over the whole
+    /// deployment, with its own.
+    pub limits: Vec<ConnectionLimits>,
     /// Reads the token again (from its reference), for a token that is
     /// replaced while the worker runs (an OIDC JWT renewed by a sidecar):
     /// tried once when the coordinator answers `UNAUTHENTICATED`.
@@ -146,6 +150,7 @@ impl Worker {
         let mut connections: Vec<String> = self.connections.keys().cloned().collect();
         connections.sort();
         let concurrency = self.concurrency.max(1);
+        let limits = self.limits.clone();
         let shared = Arc::new(Shared { client, owner, connections: self.connections, products: ProductClient::new() });
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut tasks = JoinSet::new();
@@ -171,6 +176,7 @@ impl Worker {
                 connections: connections.clone(),
                 max_tasks: free,
                 wait_ms: u32::try_from(POLL_WAIT.as_millis()).unwrap_or(10_000),
+                limits: limits.clone(),
             };
             let mut client = shared.client.clone();
             let polled = tokio::select! {

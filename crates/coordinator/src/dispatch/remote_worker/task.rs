@@ -12,8 +12,11 @@
 use std::time::Duration;
 
 use coordinator_core::machine::run::Command;
+use coordinator_core::pace::Health;
 use coordinator_products::{AnswerKind, Connection, Explained, Sending, Traceparent};
-use coordinator_proto::v1::{AcquireTaskLeaseRequest, RenewTaskLeaseRequest, ReportTaskResultRequest, Task, TaskKind};
+use coordinator_proto::v1::{
+    AcquireTaskLeaseRequest, ProductHealth, RenewTaskLeaseRequest, ReportTaskResultRequest, Task, TaskKind,
+};
 use tonic::Code;
 
 use super::{Shared, backoff};
@@ -61,7 +64,7 @@ pub(crate) async fn carry(shared: &Shared, task: Task) {
     };
     tracing::debug!(run_id = %task.run_id, step = %task.step, attempt, "task acquired; sending");
     let started = std::time::Instant::now();
-    let (answer, kind, reason) = request(shared, connection, &task, ask).await;
+    let Answered { answer, kind, reason, health, retry_after_ms } = request(shared, connection, &task, ask).await;
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let report = ReportTaskResultRequest {
         task_id: task.task_id.clone(),
@@ -72,6 +75,8 @@ pub(crate) async fn carry(shared: &Shared, task: Task) {
         answer,
         reason,
         elapsed_ms,
+        health: health.into(),
+        retry_after_ms: retry_after_ms.unwrap_or(0),
     };
     send_report(shared, report, kind, ttl).await;
 }
@@ -94,8 +99,22 @@ fn ask(task: &Task) -> Result<Ask, &'static str> {
     }
 }
 
-/// Makes the request and returns the classified answer as JSON, its kind and the reason.
-async fn request(shared: &Shared, connection: &Connection, task: &Task, ask: Ask) -> (Vec<u8>, &'static str, String) {
+/// A classified answer as a report carries it.
+struct Answered {
+    /// The answer as JSON.
+    answer: Vec<u8>,
+    /// Its kind (`accepted`, `pending`, …).
+    kind: &'static str,
+    /// The classifier's reason (never a payload).
+    reason: String,
+    /// What it says of the product's health.
+    health: ProductHealth,
+    /// The product's `Retry-After` (ms), when it asked to slow down.
+    retry_after_ms: Option<i64>,
+}
+
+/// Makes the request and returns the classified answer.
+async fn request(shared: &Shared, connection: &Connection, task: &Task, ask: Ask) -> Answered {
     let trace = Traceparent::parse(&task.traceparent);
     let products = &shared.products;
     match ask {
@@ -111,20 +130,29 @@ async fn request(shared: &Shared, connection: &Connection, task: &Task, ask: Ask
                     trace,
                 )
                 .await;
-            encoded(explained)
+            let retry_after_ms = coordinator_products::retry_after_ms(&explained.answer);
+            encoded(explained, retry_after_ms)
         }
-        Ask::Receipt { idempotency_key } => encoded(products.receipt_traced(connection, &idempotency_key, trace).await),
+        Ask::Receipt { idempotency_key } => {
+            encoded(products.receipt_traced(connection, &idempotency_key, trace).await, None)
+        }
         Ask::Observation => {
-            encoded(products.observe_traced(connection, &task.completion, &task.reference, trace).await)
+            encoded(products.observe_traced(connection, &task.completion, &task.reference, trace).await, None)
         }
     }
 }
 
-fn encoded<T: AnswerKind + serde::Serialize>(explained: Explained<T>) -> (Vec<u8>, &'static str, String) {
+fn encoded<T: AnswerKind + serde::Serialize>(explained: Explained<T>, retry_after_ms: Option<i64>) -> Answered {
     let kind = explained.answer.kind();
     // The machine's answer types always encode.
-    let json = serde_json::to_vec(&explained.answer).unwrap_or_default();
-    (json, kind, explained.reason.to_string())
+    let answer = serde_json::to_vec(&explained.answer).unwrap_or_default();
+    let health = match explained.reason.health(retry_after_ms) {
+        Some(Health::Healthy) => ProductHealth::Healthy,
+        Some(Health::SlowDown { .. }) => ProductHealth::SlowDown,
+        Some(Health::Failed) => ProductHealth::Failed,
+        None => ProductHealth::Unspecified,
+    };
+    Answered { answer, kind, reason: explained.reason.to_string(), health, retry_after_ms }
 }
 
 /// Sends a report until the coordinator answers it (or [`REPORT_PERSISTENCE`] passes).
