@@ -231,11 +231,16 @@ impl Store {
         if lanes.is_empty() {
             return Ok(Vec::new());
         }
-        let (governed, free): (Vec<(String, Limits)>, Vec<(String, Limits)>) = lanes
-            .iter()
-            .map(|lane| (lane.clone(), self.offer_limits_of(lane, asked.get(lane))))
-            .partition(|(lane, limits)| !limits.is_none() || self.pace_unsettled(lane));
-        let free: Vec<String> = free.into_iter().map(|(lane, _)| lane).collect();
+        let mut governed: Vec<(String, Limits)> = Vec::new();
+        let mut free: Vec<String> = Vec::new();
+        for lane in lanes {
+            let limits = self.offer_limits_of(lane, asked.get(lane));
+            if limits.is_none() && !self.pace_unsettled(lane) {
+                free.push(lane.clone());
+            } else {
+                governed.push((lane.clone(), limits));
+            }
+        }
         let mut offered = Vec::new();
         if !free.is_empty() {
             let mut tx = self.writer().await?;

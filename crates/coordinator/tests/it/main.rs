@@ -47,6 +47,7 @@ mod redaction;
 mod redis_hints;
 mod redispatch;
 mod remote_api;
+mod remote_pace;
 mod remote_workers;
 mod restore_drill;
 mod serve;

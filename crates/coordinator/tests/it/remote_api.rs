@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use coordinator::process::serve::{Mode, Service};
 use coordinator_proto::v1::{
-    AcquireTaskLeaseRequest, PollTasksRequest, RenewTaskLeaseRequest, ReportTaskResultRequest, Task,
+    AcquireTaskLeaseRequest, ConnectionLimits, PollTasksRequest, ProductHealth, RenewTaskLeaseRequest,
+    ReportTaskResultRequest, Task,
 };
 use serde_json::{Value, json};
 use tonic::Code;
@@ -35,7 +36,13 @@ async fn start_remote(dir: &Path, db_url: &str) -> (Service, String, SimServer) 
 }
 
 fn poll(owner: &str) -> PollTasksRequest {
-    PollTasksRequest { owner: owner.into(), connections: vec!["messaging".into()], max_tasks: 1, wait_ms: 30_000 }
+    PollTasksRequest {
+        owner: owner.into(),
+        connections: vec!["messaging".into()],
+        max_tasks: 1,
+        wait_ms: 30_000,
+        limits: Vec::new(),
+    }
 }
 
 /// Polls as `owner` until the notice of `run` is offered.
@@ -68,6 +75,8 @@ fn report(task: &Task, owner: &str, attempt: i64, answer: &Value) -> ReportTaskR
         answer: serde_json::to_vec(answer).unwrap_or_default(),
         reason: "test".into(),
         elapsed_ms: 3,
+        health: ProductHealth::Healthy.into(),
+        retry_after_ms: 0,
     }
 }
 
@@ -129,6 +138,24 @@ fn stale_repeated_and_malformed_reports_and_refused_callers() {
             code(client.poll_tasks(PollTasksRequest { max_tasks: 0, ..poll("w") }).await),
             Code::InvalidArgument
         );
+        // A worker's own limits: of a connection it polls, once, with a usable rate.
+        let limits = |connection: &str, rate_per_second: f64| ConnectionLimits {
+            connection: connection.into(),
+            concurrency: 2,
+            rate_per_second,
+            burst: 0,
+        };
+        for bad in [
+            vec![limits("casework", 1.0)],
+            vec![limits("messaging", -1.0)],
+            vec![limits("messaging", f64::NAN)],
+            vec![limits("messaging", 1.0), limits("messaging", 2.0)],
+        ] {
+            let refused = client.poll_tasks(PollTasksRequest { limits: bad.clone(), wait_ms: 0, ..poll("w") }).await;
+            assert_eq!(code(refused), Code::InvalidArgument, "{bad:?}");
+        }
+        let fine = PollTasksRequest { limits: vec![limits("messaging", 0.0)], wait_ms: 0, ..poll("w") };
+        assert!(client.poll_tasks(fine).await.is_ok(), "0: no rate limit");
 
         // A late report of an attempt whose lease ran out and was settled: acknowledged, ignored, journaled.
         let late = admit(&url, &service.revision, "late-1").await;

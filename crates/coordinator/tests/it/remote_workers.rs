@@ -13,18 +13,13 @@
 //!   the task once the assignment window lapses, and the run finishes without
 //!   `attention`.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use coordinator_proto::v1::PollTasksRequest;
-use coordinator_sim::token::Client;
-use coordinator_sim::{DEFAULT_CLIENT, SimConfig};
 use serde_json::{Value, json};
 
-use crate::support::deploy::{
-    DeploymentSpec, SimServer, eager_flagship, free_ports, package_of, sim_config, sim_server,
-};
+use crate::support::deploy::{DeploymentSpec, SimServer, eager_flagship, free_ports, package_of};
 use crate::support::process::{self, Process};
 use crate::support::workers::{self, WORKER_CLIENT, WORKER_TOKEN, access_with_worker};
 use crate::support::{admit, fault, inspection_until, journal, metrics, on_runtime, pg, tempdir};
@@ -36,19 +31,6 @@ struct Deployed {
     grpc: String,
     runtime: PathBuf,
     revision: String,
-}
-
-/// Simulators where only the worker's client gets tokens for `remote` products.
-async fn sims(http_port: u16, remote: &[&str]) -> SimServer {
-    let products = |names: &[&str]| Some(names.iter().map(|p| (*p).to_owned()).collect::<BTreeSet<String>>());
-    let local: Vec<&str> = ["breg", "casework", "messaging"].into_iter().filter(|p| !remote.contains(p)).collect();
-    let mut coordinator = Client::new(DEFAULT_CLIENT.0, DEFAULT_CLIENT.1);
-    coordinator.products = products(&local);
-    let mut worker = Client::new(WORKER_CLIENT.0, WORKER_CLIENT.1);
-    worker.products = products(remote);
-    let notify = format!("http://127.0.0.1:{http_port}");
-    let config = sim_config(Some(Duration::from_millis(100)), Some(&notify));
-    sim_server(SimConfig { clients: vec![coordinator, worker], ..config }).await
 }
 
 /// Writes the deployment (the eager flagship, `remote` connections; TLS on
@@ -102,7 +84,7 @@ async fn setup_with(remote: &[&str], tls: bool) -> Setup {
         workers::make_certificates(&certs);
     }
     let ports = free_ports::<2>();
-    let sims = sims(ports[0], remote).await;
+    let sims = workers::sims(ports[0], remote).await;
     let deployed = deploy(dir.path(), &db.url, &sims, ports, remote, tls.then_some(certs.as_path())).await;
     Setup { _db: db, dir, sims, deployed, tls }
 }
@@ -273,7 +255,13 @@ fn a_worker_reaches_the_coordinator_over_tls_with_a_private_ca() {
             Err(_) => true,
             Ok(channel) => {
                 let mut client = coordinator_proto::v1::task_service_client::TaskServiceClient::new(channel);
-                let poll = PollTasksRequest { owner: "p".into(), connections: Vec::new(), max_tasks: 1, wait_ms: 0 };
+                let poll = PollTasksRequest {
+                    owner: "p".into(),
+                    connections: Vec::new(),
+                    max_tasks: 1,
+                    wait_ms: 0,
+                    limits: Vec::new(),
+                };
                 client.poll_tasks(poll).await.is_err()
             }
         };

@@ -4,12 +4,19 @@
 //! `TaskService` for the cases a well-behaved worker never produces (a lapsed
 //! offer, a late report).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use coordinator_sim::token::Client;
+use coordinator_sim::{DEFAULT_CLIENT, SimConfig};
 
 use coordinator_proto::v1::task_service_client::TaskServiceClient;
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
+
+use super::deploy::{SimServer, sim_config, sim_server};
 
 /// The token of subject `worker-1` (role `worker`).
 pub const WORKER_TOKEN: &str = "worker-token-1";
@@ -26,6 +33,21 @@ pub fn access_with_worker() -> (String, Vec<(String, String)>) {
         ("worker-token".to_owned(), format!("{WORKER_TOKEN}\n")),
     ];
     (access, files)
+}
+
+/// Simulators where only the worker's client gets tokens for `remote`
+/// products (the coordinator's for the others), notifying completions to the
+/// coordinator listening on `http_port`.
+pub async fn sims(http_port: u16, remote: &[&str]) -> SimServer {
+    let products = |names: &[&str]| Some(names.iter().map(|p| (*p).to_owned()).collect::<BTreeSet<String>>());
+    let local: Vec<&str> = ["breg", "casework", "messaging"].into_iter().filter(|p| !remote.contains(p)).collect();
+    let mut coordinator = Client::new(DEFAULT_CLIENT.0, DEFAULT_CLIENT.1);
+    coordinator.products = products(&local);
+    let mut worker = Client::new(WORKER_CLIENT.0, WORKER_CLIENT.1);
+    worker.products = products(remote);
+    let notify = format!("http://127.0.0.1:{http_port}");
+    let config = sim_config(Some(Duration::from_millis(100)), Some(&notify));
+    sim_server(SimConfig { clients: vec![coordinator, worker], ..config }).await
 }
 
 /// Writes a worker.yaml into `dir` serving `connections` (product names as the
