@@ -42,6 +42,7 @@ mod packages;
 mod parity;
 mod pause_two_processes;
 mod payload_keys;
+mod permits;
 mod probes;
 mod redaction;
 mod redis_hints;

@@ -17,18 +17,18 @@ use serde_json::{Value, json};
 
 use crate::support::deploy::{DeploymentSpec, eager_flagship, free_ports, package_of, until_finished};
 use crate::support::process::{Process, serve_each};
+use crate::support::stack::in_connection;
 use crate::support::workers::{self, WORKER_TOKEN, access_with_worker};
 use crate::support::{admit, authorized_client, fault, get, on_runtime, pg, tempdir, until_state};
 
 const RUNS: usize = 12;
 const NOTICE: &str = "submit-message/v1";
 
-/// Writes `limits` under the connection `name` of the file at `path`, after its `product` line.
-fn limit(path: &std::path::Path, name: &str, product: &str, limits: &str) {
+/// Writes `limits` under messaging in the file at `path` (runtime.yaml or worker.yaml).
+fn limit(path: &std::path::Path, limits: &str) {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let line = format!("  {name}:\n    product: {product}\n");
-    assert!(text.contains(&line), "{}:\n{text}", path.display());
-    let edited = text.replacen(&line, &format!("{line}    limits: {limits}\n"), 1);
+    let edited =
+        in_connection(&text, "messaging", "product: messaging", &format!("product: messaging\n    limits: {limits}"));
     std::fs::write(path, edited).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
@@ -56,7 +56,7 @@ async fn most_in_flight(deployment: Option<&str>, worker: Option<&str>) -> usize
         };
         let runtime = one.write(&place);
         if let Some(limits) = deployment {
-            limit(&runtime, "messaging", "messaging", limits);
+            limit(&runtime, limits);
         }
         runtimes.push(runtime);
     }
@@ -69,7 +69,7 @@ async fn most_in_flight(deployment: Option<&str>, worker: Option<&str>) -> usize
         let config =
             workers::write_worker(&dir.path().join(format!("w{i}")), &grpc, &sims.base, &["messaging"], WORKER_TOKEN);
         if let Some(limits) = worker {
-            limit(&config, "messaging", "messaging", limits);
+            limit(&config, limits);
         }
         polling.push(Process::worker(&config, &dir.path().join(format!("w{i}.log"))));
     }

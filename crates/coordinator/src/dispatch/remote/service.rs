@@ -239,21 +239,22 @@ impl TaskService for TaskApi {
             if reason.is_empty() { String::new() } else { format!("; {reason}") },
         );
         let took = Took { answered, elapsed: Duration::from_millis(request.elapsed_ms) };
-        let health = health_of(request.health, request.retry_after_ms);
-        let why = reason.clone();
-        let (run_id, step) = (item.run_id.clone(), item.step.clone());
-        let accepted = self.report(&principal, owner, item, event, &detail, reason, took).await?;
-        if accepted && let Some(health) = health {
-            self.pace(&run_id, &step, health, &why).await;
+        if let Some(health) = health_of(request.health, request.retry_after_ms) {
+            // Before the answer's decision queues a retry, as for an in-process answer: a
+            // failure that opens the breaker holds that retry back too.
+            self.pace(&item.run_id, &item.step, health, &reason).await;
         }
+        let accepted = self.report(&principal, owner, item, event, &detail, reason, took).await?;
         Ok(Response::new(ReportTaskResultResponse { accepted }))
     }
 }
 
 impl TaskApi {
     /// Takes in what a report says of its connection's product (the shared
-    /// pace and breaker), as an in-process answer's is; a failure to find the
-    /// connection changes nothing (the report is applied all the same).
+    /// pace and breaker), as an in-process answer's is, before the report is
+    /// applied; a failure to find the connection changes nothing (the report
+    /// is applied all the same). A report sent again after its answer was
+    /// lost is counted again: one more failure in a row, at worst.
     async fn pace(&self, run_id: &str, step: &str, health: Health, why: &str) {
         let engine = &self.engine;
         let Ok(Some(revision)) = engine.store.revision_of(run_id).await else { return };
