@@ -13,6 +13,7 @@
 //! cargo bench -p coordinator-bench --bench service -- console [runs=1000000]
 //! cargo bench -p coordinator-bench --bench service -- history [sizes=0,1000000] [entries=12] [clients=32] [runs=3000] [rate=200] [seconds=20] [rounds=1]
 //! cargo bench -p coordinator-bench --bench service -- workers [serves=1,2] [workers=0,2,4] [clients=32] [runs=3000]
+//! cargo bench -p coordinator-bench --bench service -- flow [parts=free,rate] [rounds=3] [clients=32] [runs=4000] [limits={…}] [rate=200] [rated=3000]
 //! cargo bench -p coordinator-bench --bench service -- dispatch [layout=remote,in-process] [fixture=one-call,three-calls] [redis=off,on] [notify=on,off] [rate=20] [seconds=30] [clients=0] [runs=3000] [repeat=1]
 //! ```
 //!
@@ -27,6 +28,7 @@ mod console;
 mod dbwork;
 mod dispatch;
 mod fleet;
+mod flow;
 mod history;
 mod load;
 mod pgbench;
@@ -57,7 +59,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let Some((scenario, rest)) = args.split_first() else {
         bail!(
-            "name a scenario: throughput, latency, timers, pgbench, console, history, workers or dispatch (see the top of benches/service/main.rs)"
+            "name a scenario: throughput, latency, timers, pgbench, console, history, workers, dispatch or flow (see the top of benches/service/main.rs)"
         );
     };
     let options = Options::parse(rest)?;
@@ -72,8 +74,9 @@ fn main() -> anyhow::Result<()> {
             "history" => history::history(&options).await,
             "workers" => fleet::fleet(&options).await,
             "dispatch" => dispatch::dispatch(&options).await,
+            "flow" => flow::flow(&options).await,
             other => {
-                bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench, console, history, workers or dispatch")
+                bail!("unknown scenario `{other}`: throughput, latency, timers, pgbench, console, history, workers, dispatch or flow")
             }
         }
     })
@@ -97,6 +100,10 @@ impl Options {
             None => Ok(default),
             Some(text) => text.parse().map_err(|_| anyhow!("{key}={text} is not a number")),
         }
+    }
+
+    pub(crate) fn text(&self, key: &str, default: &str) -> String {
+        self.0.get(key).map_or(default, String::as_str).to_owned()
     }
 
     pub(crate) fn list(&self, key: &str, default: &str) -> Vec<String> {

@@ -63,6 +63,8 @@ pub fn coordinator_bin() -> anyhow::Result<PathBuf> {
 pub struct SimServer {
     /// The simulators' base URL.
     pub base: String,
+    /// The simulators themselves (their load and effects).
+    pub sims: Simulators,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -74,6 +76,7 @@ impl Drop for SimServer {
 
 pub async fn sim_server() -> anyhow::Result<SimServer> {
     let sims = Simulators::new(SimConfig::default());
+    let served = sims.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("bind the simulators")?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -81,7 +84,7 @@ pub async fn sim_server() -> anyhow::Result<SimServer> {
             eprintln!("simulators stopped: {e}");
         }
     });
-    Ok(SimServer { base: format!("http://{addr}"), task })
+    Ok(SimServer { base: format!("http://{addr}"), sims: served, task })
 }
 
 /// Reads the store directly (counts and instants the API does not show), on a pool of its own.

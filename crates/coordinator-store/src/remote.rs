@@ -134,18 +134,31 @@ const RELANE: &str = "UPDATE outbox SET lane = $6, lease_owner = NULL, lease_unt
      claims = CASE WHEN claims > 0 THEN claims - 1 ELSE 0 END \
      WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
 
-/// Rows of lanes not in `$lanes` (a `FROM` item of rows `l(value)`) go in-process.
+/// Rows of lanes neither in `$remote` (a `FROM` item of rows `l(value)`:
+/// remote connections) nor of a connection in `$limited` (the same: limited
+/// ones, whose lanes are their name or `{name}/{workflow}`) go in-process.
 macro_rules! clear_lanes_sql {
-    ($lanes:literal) => {
+    ($remote:literal, $limited:literal, $prefix:literal) => {
         concat!(
             "UPDATE outbox SET lane = NULL WHERE lane IS NOT NULL AND lane NOT IN (SELECT l.value FROM ",
-            $lanes,
+            $remote,
+            ") AND lane NOT IN (SELECT l.value FROM ",
+            $limited,
+            ") AND ",
+            $prefix,
+            " NOT IN (SELECT l.value FROM ",
+            $limited,
             ")"
         )
     };
 }
-const CLEAR_LANES_PG: &str = clear_lanes_sql!("unnest($1::text[]) AS l(value)");
-const CLEAR_LANES_SQLITE: &str = clear_lanes_sql!("json_each($1) AS l");
+const CLEAR_LANES_PG: &str =
+    clear_lanes_sql!("unnest($1::text[]) AS l(value)", "unnest($2::text[]) AS l(value)", "split_part(lane, '/', 1)");
+const CLEAR_LANES_SQLITE: &str = clear_lanes_sql!(
+    "json_each($1) AS l",
+    "json_each($2) AS l",
+    "CASE WHEN instr(lane, '/') > 0 THEN substr(lane, 1, instr(lane, '/') - 1) ELSE lane END"
+);
 
 /// When the first row of the lanes `$lanes` (a `FROM` item of rows
 /// `l(value)`) becomes offerable, of lanes nothing holds back at `$2`: per lane, the first unleased row
@@ -339,18 +352,19 @@ impl Store {
         Ok(moved > 0)
     }
 
-    /// Serves in-process every row whose lane is not one of `remote` (the
-    /// connections configured `dispatch: remote` now; called at start, for a
+    /// Serves in-process every row whose lane is neither one of `remote`
+    /// (the connections configured `dispatch: remote` now) nor one of the
+    /// connections claimed under limits, `limited` (called at start, for a
     /// connection a new deployment switched back). Leases are kept: a row
     /// leased now is claimed in-process once its lease ran out. Returns how
     /// many rows changed; other processes are woken when some did.
-    pub async fn clear_lanes(&self, remote: &[String]) -> Result<u64, StoreError> {
+    pub async fn clear_lanes(&self, remote: &[String], limited: &[String]) -> Result<u64, StoreError> {
         let mut tx = self.writer().await?;
-        let (sql, lanes) = match &self.pool {
-            Pool::Pg(..) => (CLEAR_LANES_PG, Arg::Texts(remote.to_vec())),
-            Pool::Sqlite(..) => (CLEAR_LANES_SQLITE, json_lanes(remote)?),
+        let (sql, remote, limited) = match &self.pool {
+            Pool::Pg(..) => (CLEAR_LANES_PG, Arg::Texts(remote.to_vec()), Arg::Texts(limited.to_vec())),
+            Pool::Sqlite(..) => (CLEAR_LANES_SQLITE, json_lanes(remote)?, json_lanes(limited)?),
         };
-        let cleared = tx.execute(sql, vec![lanes]).await?;
+        let cleared = tx.execute(sql, vec![remote, limited]).await?;
         if cleared > 0 {
             wakeups::notify(&mut tx);
         }

@@ -1,25 +1,26 @@
 //! A connection's limits for the whole deployment (runtime.yaml `limits`:
 //! requests in flight and per second), applied where work is claimed.
 //!
-//! The rows of a limited connection are queued in its lane (the
-//! connection's name, as a remote connection's are), so the in-process
-//! claim of due rows leaves them alone, expired leases included. Each claim
-//! round then takes, per limited connection and under the lock of its row
-//! of `connections`, at most what the shared pace grants
+//! The rows of a limited connection are queued in its lanes, one per
+//! workflow ([`lanes`](super::lanes)), so the in-process claim of due rows
+//! leaves them alone, expired leases included. Each claim round then takes,
+//! per limited connection and under the lock of its row of `connections`,
+//! at most what the shared pace grants
 //! ([`coordinator_core::pace::Pace::grant`]): the permit is the lease. In
-//! flight means the lane's rows whose lease has not run out, whichever
+//! flight means the lanes' rows whose lease has not run out, whichever
 //! process holds them, so a crash keeps a permit no longer than its lease,
 //! and two processes never exceed the limit together. Held-back rows stay
 //! as they are (due, unleased, no claim counted) and are taken later in due
-//! order, round-robin across workflows (`take_lane_sql!`). The bucket's
-//! tokens are written back with the claim; tokens granted for rows that were
-//! not there are given back.
+//! order, round-robin across workflows (`take_sql!`). The bucket's tokens
+//! are written back with the claim; tokens granted for rows that were not
+//! there are given back.
 //!
-//! A remote connection's lane is governed the same way where it is offered
-//! ([`Take::Offer`], from `remote`): under runtime.yaml's limits
-//! ([`Store::set_offer_limits`]) and the polling worker's own, the stricter
-//! bound of each. An offer holds its permit until the worker acquires the
-//! row (the lease then holds it) or the assignment window runs out.
+//! A remote connection's lane (one, its name) is governed the same way where
+//! it is offered ([`Take::Offer`], from `remote`): under runtime.yaml's
+//! limits ([`Store::set_offer_limits`]) and the polling worker's own, the
+//! stricter bound of each. An offer holds its permit until the worker
+//! acquires the row (the lease then holds it) or the assignment window runs
+//! out.
 
 use std::collections::BTreeMap;
 
@@ -37,55 +38,98 @@ pub const FULL_RECHECK_MS: i64 = 100;
 
 /// `$1` the connection: whether an operator paused it.
 const PAUSED: &str = "SELECT 1 FROM connections WHERE name = $1 AND paused_at IS NOT NULL";
-/// `$1` the lane, `$2` now: its rows in flight.
-const IN_FLIGHT: &str = "SELECT count(*) FROM outbox WHERE lane = $1 AND lease_until >= $2";
+/// `$lanes` the lanes (a `FROM` item of rows `l(value)`), `$2` now: their rows in flight.
+macro_rules! in_flight_sql {
+    ($lanes:literal) => {
+        concat!(
+            "SELECT count(*) FROM outbox WHERE lane IN (SELECT l.value FROM ",
+            $lanes,
+            ") AND lane IS NOT NULL AND lease_until >= $2"
+        )
+    };
+}
+const IN_FLIGHT_PG: &str = in_flight_sql!("unnest($1::text[]) AS l(value)");
+const IN_FLIGHT_SQLITE: &str = in_flight_sql!("json_each($1) AS l");
 
-/// A take of rows of lane `$4` (`$1` owner, `$2` lease end, `$3` now, `$5`
-/// 1 for receipts only, `$6` how many); `$count` what else the take sets (a
-/// claim counts itself, an offer does not), `$rows` which rows. **Fair
-/// across workflows:** each workflow's due rows are numbered oldest first,
-/// and the take has every workflow's first before any workflow's second,
-/// and so on, oldest first within a turn — so a flood of one workflow's work
-/// waits its turns beside another's. No row lock is skipped: takes of a lane
-/// are serialised by the connection row's lock, which every take of the
-/// lane takes first.
-macro_rules! take_lane_sql {
+/// PostgreSQL's take of rows of the lanes `$4` (`$1` owner, `$2` lease end,
+/// `$3` now, `$5` 1 for receipts only, `$6` how many); `$count` what else the
+/// take sets (a claim counts itself, an offer does not), `$rows` which rows.
+/// **Fair across workflows** (a lane each): each lane's first `$6` due rows
+/// are read in its index's order and numbered, and the take has every
+/// lane's first before any lane's second, and so on, oldest first within a
+/// turn — so a flood of one workflow's work waits its turns beside
+/// another's, and a take reads no more than `$6` rows of each lane however
+/// long the queue. No row lock is skipped: takes of a connection are
+/// serialised by its row's lock, which every take takes first.
+macro_rules! take_sql_pg {
+    ($count:literal, $rows:literal) => {
+        concat!(
+            "UPDATE outbox SET lease_owner = $1, lease_until = $2",
+            $count,
+            " WHERE (run_id, step, kind) IN (SELECT q.run_id, q.step, q.kind FROM (SELECT c.run_id, c.step, c.kind, \
+             c.not_before, row_number() OVER (PARTITION BY c.lane ORDER BY c.not_before, c.run_id, c.step, c.kind) \
+             AS turn FROM unnest($4::text[]) AS l(value), LATERAL (SELECT o.lane, o.run_id, o.step, o.kind, \
+             o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id WHERE o.lane = l.value AND o.lane IS NOT NULL AND ",
+            $rows,
+            " AND o.not_before <= $3 AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') \
+             ORDER BY o.not_before, o.run_id, o.step, o.kind LIMIT $6) AS c) AS q \
+             ORDER BY q.turn, q.not_before, q.run_id, q.step, q.kind LIMIT $6)",
+            super::claimed_columns!()
+        )
+    };
+}
+/// SQLite's take, as PostgreSQL's with `$4` a JSON array of lanes: each
+/// lane's due rows are numbered in one pass (SQLite has no `LATERAL`; its
+/// store serves one process).
+macro_rules! take_sql_sqlite {
     ($count:literal, $rows:literal) => {
         concat!(
             "UPDATE outbox SET lease_owner = $1, lease_until = $2",
             $count,
             " WHERE (run_id, step, kind) IN (SELECT q.run_id, q.step, q.kind FROM (SELECT o.run_id, o.step, o.kind, \
-             o.not_before, row_number() OVER (PARTITION BY r.workflow ORDER BY o.not_before, o.run_id, o.step, o.kind) \
-             AS turn FROM outbox o JOIN runs r ON r.id = o.run_id WHERE o.lane = $4 AND ",
+             o.not_before, row_number() OVER (PARTITION BY o.lane ORDER BY o.not_before, o.run_id, o.step, o.kind) \
+             AS turn FROM outbox o JOIN runs r ON r.id = o.run_id \
+             WHERE o.lane IN (SELECT l.value FROM json_each($4) AS l) AND o.lane IS NOT NULL AND ",
             $rows,
-            " AND o.not_before <= $3 AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt') AND ",
-            super::not_paused!("o.lane"),
-            ") AS q ORDER BY q.turn, q.not_before, q.run_id, q.step, q.kind LIMIT $6)",
+            " AND o.not_before <= $3 AND (NOT r.held OR o.kind = 'receipt') AND ($5 = 0 OR o.kind = 'receipt')) AS q \
+             ORDER BY q.turn, q.not_before, q.run_id, q.step, q.kind LIMIT $6)",
             super::claimed_columns!()
         )
     };
 }
-/// A claim: unleased rows first, then rows whose lease ran out.
-const CLAIM: [&str; 2] = [
-    take_lane_sql!(", claims = claims + 1", "o.lease_until IS NULL"),
-    take_lane_sql!(", claims = claims + 1", "o.lease_until < $3"),
+/// Unleased rows first, then rows whose lease ran out: a claim, an offer; PostgreSQL, SQLite.
+const CLAIM_PG: [&str; 2] = [
+    take_sql_pg!(", claims = claims + 1", "o.lease_until IS NULL"),
+    take_sql_pg!(", claims = claims + 1", "o.lease_until < $3"),
 ];
-/// An offer to a remote worker, in the same order: nothing claimed yet.
-const OFFER: [&str; 2] = [take_lane_sql!("", "o.lease_until IS NULL"), take_lane_sql!("", "o.lease_until < $3")];
-/// `$1` the lane: its first unleased row's due instant (of a run without a
-/// hold, receipt lookups whatever the hold), and its first lease's end + 1.
-const NEXT: &str = "SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
-     WHERE o.lane = $1 AND o.lease_until IS NULL AND (NOT r.held OR o.kind = 'receipt') \
-     ORDER BY o.not_before LIMIT 1), \
-     (SELECT o.lease_until + 1 FROM outbox o WHERE o.lane = $1 AND o.lease_until IS NOT NULL \
-     ORDER BY o.lease_until LIMIT 1)";
-/// Rows of the connections `$1` (a JSON array, or PostgreSQL's `text[]`)
-/// queued before they were limited go in their lane.
-const LANE_ROWS_SQLITE: &str = "UPDATE outbox SET lane = conn WHERE lane IS NULL AND lease_until IS NULL \
-     AND conn IN (SELECT l.value FROM json_each($1) AS l)";
-const LANE_ROWS_PG: &str =
-    "UPDATE outbox SET lane = conn WHERE lane IS NULL AND lease_until IS NULL AND conn = ANY($1::text[])";
-
+const OFFER_PG: [&str; 2] = [take_sql_pg!("", "o.lease_until IS NULL"), take_sql_pg!("", "o.lease_until < $3")];
+const CLAIM_SQLITE: [&str; 2] = [
+    take_sql_sqlite!(", claims = claims + 1", "o.lease_until IS NULL"),
+    take_sql_sqlite!(", claims = claims + 1", "o.lease_until < $3"),
+];
+const OFFER_SQLITE: [&str; 2] =
+    [take_sql_sqlite!("", "o.lease_until IS NULL"), take_sql_sqlite!("", "o.lease_until < $3")];
+/// `$lanes` the lanes (a `FROM` item of rows `l(value)`): their first
+/// unleased row's due instant (of a run without a hold, receipt lookups
+/// whatever the hold), and their first lease's end + 1, each lane's first
+/// read from its index.
+macro_rules! next_sql {
+    ($lanes:literal) => {
+        concat!(
+            "SELECT (SELECT MIN(f.due) FROM (SELECT (SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id \
+             WHERE o.lane = l.value AND o.lane IS NOT NULL AND o.lease_until IS NULL \
+             AND (NOT r.held OR o.kind = 'receipt') ORDER BY o.not_before LIMIT 1) AS due FROM ",
+            $lanes,
+            ") AS f), (SELECT MIN(e.due) FROM (SELECT (SELECT o.lease_until + 1 FROM outbox o \
+             WHERE o.lane = l.value AND o.lane IS NOT NULL AND o.lease_until IS NOT NULL \
+             ORDER BY o.lease_until LIMIT 1) AS due FROM ",
+            $lanes,
+            ") AS e)"
+        )
+    };
+}
+const NEXT_PG: &str = next_sql!("unnest($1::text[]) AS l(value)");
+const NEXT_SQLITE: &str = next_sql!("json_each($1) AS l");
 impl Store {
     /// Sets the connections this process claims under limits (runtime.yaml
     /// `limits`), by name; every process of a deployment should set the same.
@@ -116,24 +160,6 @@ impl Store {
         serde_json::to_string(&self.governed_lanes())
             .map(Arg::Text)
             .map_err(|e| StoreError::Corrupt(format!("lanes: {e}")))
-    }
-
-    /// Puts the unleased rows of `connections` queued without a lane (before
-    /// they were limited) in their lanes. Returns how many moved.
-    pub async fn lane_rows(&self, connections: &[String]) -> Result<u64, StoreError> {
-        if connections.is_empty() {
-            return Ok(0);
-        }
-        let mut tx = self.pool.begin_for(Writer::Background).await?;
-        let moved = match tx.dialect() {
-            Dialect::Pg => tx.execute(LANE_ROWS_PG, vec![Arg::Texts(connections.to_vec())]).await?,
-            Dialect::Sqlite => {
-                let lanes = serde_json::to_string(connections).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                tx.execute(LANE_ROWS_SQLITE, vec![Arg::Text(lanes)]).await?
-            }
-        };
-        tx.commit().await?;
-        Ok(moved)
     }
 
     /// `work` and `next` of a claim round, with what each limited connection
@@ -204,13 +230,27 @@ impl Store {
             return Ok((Vec::new(), None));
         }
         let mut pace = pace::lock(&mut tx, name, limits, now).await?;
-        let in_flight: i64 = match tx.fetch_optional(IN_FLIGHT, vec![name.into(), now.into()]).await? {
+        let lanes = match take {
+            Take::Claim(_) => super::lanes::of(&mut tx, name).await?,
+            Take::Offer => vec![name.to_owned()],
+        };
+        if lanes.is_empty() {
+            // Nothing queued for it at all.
+            tx.commit().await?;
+            return Ok((Vec::new(), None));
+        }
+        let lanes_arg = super::lanes::arg(tx.dialect(), &lanes)?;
+        let sql = match tx.dialect() {
+            Dialect::Pg => IN_FLIGHT_PG,
+            Dialect::Sqlite => IN_FLIGHT_SQLITE,
+        };
+        let in_flight: i64 = match tx.fetch_optional(sql, vec![lanes_arg.clone(), now.into()]).await? {
             Some(row) => row.get(0)?,
             None => 0,
         };
         let grant = pace.grant(limits, u32::try_from(in_flight).unwrap_or(u32::MAX), room, now);
         let taken_rows = if grant.send > 0 {
-            take_rows(&mut tx, name, take, now, owner, lease_ms, grant.send).await?
+            take_rows(&mut tx, &lanes_arg, take, now, owner, lease_ms, grant.send).await?
         } else {
             Vec::new()
         };
@@ -223,7 +263,7 @@ impl Store {
             }
         }
         let next = match take {
-            Take::Claim(_) => self.lane_next(&mut tx, name, now, grant.retry_at, taken, room).await?,
+            Take::Claim(_) => self.lane_next(&mut tx, lanes_arg, now, grant.retry_at, taken, room).await?,
             Take::Offer => None,
         };
         tx.commit().await?;
@@ -233,14 +273,14 @@ impl Store {
         Ok((taken_rows, next))
     }
 
-    /// When lane `name` may give more after a claim at `now` that took
-    /// `taken` of `room`: at once when it took all it was let; when the pace
-    /// says (`retry_at`: tokens, a hold, a probe); else its next due row, or
-    /// — while due rows wait for a permit — shortly ([`FULL_RECHECK_MS`]).
+    /// When a connection's `lanes` may give more after a claim at `now` that
+    /// took `taken` of `room`: at once when it took all it was let; when the
+    /// pace says (`retry_at`: tokens, a hold, a probe); else their next due
+    /// row, or — while due rows wait for a permit — shortly ([`FULL_RECHECK_MS`]).
     async fn lane_next(
         &self,
         tx: &mut Tx,
-        name: &str,
+        lanes: Arg,
         now: i64,
         retry_at: Option<i64>,
         taken: u32,
@@ -252,7 +292,11 @@ impl Store {
         if let Some(at) = retry_at {
             return Ok(Some(at.max(now + 1)));
         }
-        let (first, lease_end): (Option<i64>, Option<i64>) = match tx.fetch_optional(NEXT, vec![name.into()]).await? {
+        let sql = match tx.dialect() {
+            Dialect::Pg => NEXT_PG,
+            Dialect::Sqlite => NEXT_SQLITE,
+        };
+        let (first, lease_end): (Option<i64>, Option<i64>) = match tx.fetch_optional(sql, vec![lanes]).await? {
             Some(row) => (row.get(0)?, row.get(1)?),
             None => (None, None),
         };
@@ -276,20 +320,22 @@ pub(crate) enum Take {
     Offer,
 }
 
-/// Takes up to `most` due rows of lane `name`: unleased ones first, then
-/// rows whose lease ran out.
+/// Takes up to `most` due rows of `lanes`: unleased ones first, then rows
+/// whose lease ran out.
 async fn take_rows(
     tx: &mut Tx,
-    name: &str,
+    lanes: &Arg,
     take: Take,
     now: i64,
     owner: &str,
     lease_ms: i64,
     most: u32,
 ) -> Result<Vec<(i64, WorkItem, ClaimedRun)>, StoreError> {
-    let (statements, receipts_only) = match take {
-        Take::Claim(scope) => (CLAIM, i64::from(scope == WorkScope::ReceiptsOnly)),
-        Take::Offer => (OFFER, 0),
+    let (statements, receipts_only) = match (take, tx.dialect()) {
+        (Take::Claim(scope), Dialect::Pg) => (CLAIM_PG, i64::from(scope == WorkScope::ReceiptsOnly)),
+        (Take::Claim(scope), Dialect::Sqlite) => (CLAIM_SQLITE, i64::from(scope == WorkScope::ReceiptsOnly)),
+        (Take::Offer, Dialect::Pg) => (OFFER_PG, 0),
+        (Take::Offer, Dialect::Sqlite) => (OFFER_SQLITE, 0),
     };
     let mut taken = Vec::new();
     for sql in statements {
@@ -301,7 +347,7 @@ async fn take_rows(
             owner.into(),
             now.saturating_add(lease_ms).into(),
             now.into(),
-            name.into(),
+            lanes.clone(),
             receipts_only.into(),
             left.into(),
         ];

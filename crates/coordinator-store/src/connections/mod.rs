@@ -18,6 +18,7 @@
 //! so another process's pause holds at once. The work goes through claims,
 //! which read the connections in their own statement.
 
+pub(crate) mod lanes;
 pub(crate) mod limits;
 pub(crate) mod pace;
 pub(crate) mod probes;
@@ -28,6 +29,7 @@ use std::sync::{Mutex, RwLock};
 
 use coordinator_core::pace::Limits;
 
+pub use lanes::limited_lane;
 pub use pace::PaceView;
 
 use crate::audit::{self, Line};

@@ -11,13 +11,15 @@ use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::pace::{BreakerChange, BreakerSettings, Health, Limits};
 use coordinator_store::{
     Admission, Claim, ClaimLimits, ConnectionState, Decision, Due, EagerLease, Guarded, PaceView, Pause, Store,
-    StoreError, WorkScope,
+    StoreError, WorkScope, limited_lane,
 };
 
 use super::support::{T0, TestDb, deciding, first, new_run, put_flagship_package, raw_count, run_id, workflow};
 use super::{LEASE_MS, accepted_read, ok};
 
 /// The first step of reviewed-notice.
+/// The flagship's workflow id, as its limited lanes name it.
+pub(crate) const FLAGSHIP: &str = "reviewed-notice";
 pub(crate) const READ: &str = "read-application";
 
 /// Admits run `n` (at `T0 + n`), its first attempt routed to `connection`
@@ -244,13 +246,13 @@ async fn two_limited(db: &TestDb, limits: Limits) -> Store {
 
 /// How many of `breg`'s rows are leased at `now`.
 async fn in_flight(db: &TestDb, now: i64) -> i64 {
-    raw_count(db, &format!("SELECT count(*) FROM outbox WHERE lane = 'breg' AND lease_until >= {now}")).await
+    raw_count(db, &format!("SELECT count(*) FROM outbox WHERE lane LIKE 'breg/%' AND lease_until >= {now}")).await
 }
 
 pub(crate) async fn a_concurrency_limit_holds_across_two_processes(db: &TestDb) {
     let wf = workflow();
     for n in 1..=5 {
-        admit_to(db, &wf, n, "breg", Some("breg")).await;
+        admit_to(db, &wf, n, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
     }
     let other = two_limited(db, Limits { concurrency: Some(2), ..Limits::default() }).await;
     let t = T0 + 100;
@@ -277,7 +279,7 @@ pub(crate) async fn a_concurrency_limit_holds_across_two_processes(db: &TestDb) 
 pub(crate) async fn a_rate_limit_is_one_bucket_for_every_process(db: &TestDb) {
     let wf = workflow();
     for n in 1..=10 {
-        admit_to(db, &wf, n, "breg", Some("breg")).await;
+        admit_to(db, &wf, n, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
     }
     let rate = Limits { rate_per_second: Some(2.0), burst: Some(2), ..Limits::default() };
     let other = two_limited(db, rate).await;
@@ -291,13 +293,13 @@ pub(crate) async fn a_rate_limit_is_one_bucket_for_every_process(db: &TestDb) {
     assert_eq!(b.work.len(), 1, "{b:?}");
     let a = ok(db.claim_due(WorkScope::All, t + 1_000, "w1", LEASE_MS, work(10)).await, "another");
     assert_eq!(a.work.len(), 1, "{a:?}");
-    let sent = raw_count(db, "SELECT count(*) FROM outbox WHERE lane = 'breg' AND claims > 0").await;
+    let sent = raw_count(db, "SELECT count(*) FROM outbox WHERE lane LIKE 'breg/%' AND claims > 0").await;
     assert_eq!(sent, 4, "a burst of 2, then 2 a second over one second");
 }
 
 pub(crate) async fn a_paused_limited_connection_is_neither_claimed_nor_due(db: &TestDb) {
     let wf = workflow();
-    admit_to(db, &wf, 1, "breg", Some("breg")).await;
+    admit_to(db, &wf, 1, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
     db.set_limits(std::iter::once(("breg".to_owned(), Limits { concurrency: Some(2), ..Limits::default() })).collect());
     ok(db.pause_connection("breg", T0 + 5, "ops", "stop").await, "pause");
     let due = ok(db.claim_due(WorkScope::All, T0 + 10, "w1", LEASE_MS, work(10)).await, "paused");
@@ -312,14 +314,15 @@ pub(crate) async fn a_limit_is_shared_round_robin_across_workflows(db: &TestDb) 
     let wf = workflow();
     // Workflow reviewed-notice floods the connection first; a second workflow's runs come later.
     for n in 1..=8 {
-        admit_to(db, &wf, n, "breg", Some("breg")).await;
+        admit_to(db, &wf, n, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
     }
     let mut others = Vec::new();
     for n in 9..=10 {
         let mut new = new_run(&wf, &run_id(n), "alice", None, T0 + i64::from(n));
         new.workflow = "other-workflow".to_owned();
         let connections = vec![(READ.to_owned(), "breg".to_owned())];
-        let decision = Decision { connections: connections.clone(), lanes: connections, ..first(&wf, &new) };
+        let lanes = vec![(READ.to_owned(), limited_lane("breg", "other-workflow"))];
+        let decision = Decision { connections, lanes, ..first(&wf, &new) };
         match db.admit(&new, || Ok::<_, StoreError>(decision)).await {
             Ok(Admission::Created(id)) => others.push(id),
             other => panic!("admission of run {n}: {other:?}"),

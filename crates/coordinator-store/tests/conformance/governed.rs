@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use coordinator_core::pace::{Health, Limits};
-use coordinator_store::{Decision, GuardedAdmission, Store, StoreError, WorkItem, WorkScope};
+use coordinator_store::{Decision, GuardedAdmission, Store, StoreError, WorkItem, WorkScope, limited_lane};
 
-use super::connections::{READ, admit_to, runs_of, two_failures, work};
+use super::connections::{FLAGSHIP, READ, admit_to, runs_of, two_failures, work};
 use super::support::{T0, TestDb, first, new_run, put_flagship_package, raw_count, run_id, workflow};
 use super::{LEASE_MS, ok};
 
@@ -132,7 +132,8 @@ pub(crate) async fn a_flood_of_one_workflow_does_not_starve_another(db: &TestDb)
     let wf = workflow();
     put_flagship_package(db, &wf).await;
     ok(db.activate("reviewed-notice", &wf.revision, T0, None).await, "activate");
-    let lanes = vec![(READ.to_owned(), "breg".to_owned())];
+    let connections = vec![(READ.to_owned(), "breg".to_owned())];
+    let lanes = vec![(READ.to_owned(), limited_lane("breg", FLAGSHIP))];
     let mut n = 1;
     while n <= FLOOD {
         let batch: Vec<GuardedAdmission> = (n..(n + 1_000).min(FLOOD + 1))
@@ -149,7 +150,8 @@ pub(crate) async fn a_flood_of_one_workflow_does_not_starve_another(db: &TestDb)
     // Another workflow's run comes after the whole flood.
     let mut new = new_run(&wf, &run_id(FLOOD + 1), "bob", None, T0 + 2);
     new.workflow = "other-workflow".to_owned();
-    let decision = Decision { connections: lanes.clone(), lanes, ..first(&wf, &new) };
+    let lanes = vec![(READ.to_owned(), limited_lane("breg", "other-workflow"))];
+    let decision = Decision { connections, lanes, ..first(&wf, &new) };
     match db.admit(&new, || Ok::<_, StoreError>(decision)).await {
         Ok(coordinator_store::Admission::Created(_)) => {}
         other => panic!("the other workflow's admission: {other:?}"),
@@ -160,4 +162,17 @@ pub(crate) async fn a_flood_of_one_workflow_does_not_starve_another(db: &TestDb)
     assert_eq!(claimed.len(), 4, "{claimed:?}");
     let other = run_id(FLOOD + 1);
     assert!(claimed.contains(&other.as_str()), "the other workflow's run, in the first round: {claimed:?}");
+}
+
+pub(crate) async fn a_limited_connections_rows_go_to_their_workflows_lane_at_start(db: &TestDb) {
+    let wf = workflow();
+    admit_to(db, &wf, 1, "breg", None).await;
+    admit_to(db, &wf, 2, "breg", Some("breg")).await;
+    admit_to(db, &wf, 3, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
+    let limited = vec!["breg".to_owned()];
+    assert_eq!(ok(db.clear_lanes(&[], &limited).await, "clear"), 0, "a limited connection's lanes are kept");
+    assert_eq!(ok(db.lane_rows(&limited).await, "lane"), 2, "queued before the limit, or in its own name's lane");
+    let laned = raw_count(db, "SELECT count(*) FROM outbox WHERE lane = 'breg/reviewed-notice'").await;
+    assert_eq!(laned, 3);
+    assert_eq!(ok(db.clear_lanes(&[], &[]).await, "no longer limited"), 3, "served in-process again");
 }

@@ -323,14 +323,14 @@ pub(crate) async fn rows_of_connections_no_longer_remote_go_in_process(db: &Test
     let breg_run = admit_in(db, &wf, 1, Some("breg")).await;
     let casework_run = admit_in(db, &wf, 2, Some("casework")).await;
     let plain = admit_in(db, &wf, 3, None).await;
-    assert_eq!(ok(db.clear_lanes(&breg()).await, "clear"), 1, "casework's row only");
+    assert_eq!(ok(db.clear_lanes(&breg(), &[]).await, "clear"), 1, "casework's row only");
     assert!(in_lane(db, &breg_run, READ, Some("breg")).await);
     assert!(in_lane(db, &casework_run, READ, None).await && in_lane(db, &plain, READ, None).await);
     let claimed = ok(db.claim_work(T0 + 10, "engine", LEASE_MS, 10).await, "claim");
     let runs: BTreeSet<String> = claimed.into_iter().map(|w| w.run_id).collect();
     assert_eq!(runs, [casework_run, plain].into_iter().collect());
-    assert_eq!(ok(db.clear_lanes(&breg()).await, "again"), 0);
-    assert_eq!(ok(db.clear_lanes(&[]).await, "no remote connection"), 1);
+    assert_eq!(ok(db.clear_lanes(&breg(), &[]).await, "again"), 0);
+    assert_eq!(ok(db.clear_lanes(&[], &[]).await, "no remote connection"), 1);
     assert!(in_lane(db, &breg_run, READ, None).await);
 }
 

@@ -535,8 +535,16 @@ impl Engine {
             lanes: if self.remote.is_empty() && self.limits.is_empty() {
                 Vec::new()
             } else {
-                let laned = |c: &str| self.remote.contains_key(c) || self.limits.contains_key(c);
-                crate::dispatch::remote::lanes(laned, wf, &t.actions)
+                let lane_of = |c: &str| {
+                    if self.remote.contains_key(c) {
+                        Some(c.to_owned())
+                    } else if self.limits.contains_key(c) {
+                        Some(coordinator_store::limited_lane(c, &wf.definition.workflow))
+                    } else {
+                        None
+                    }
+                };
+                crate::dispatch::remote::lanes(lane_of, wf, &t.actions)
             },
             connections: crate::engine::connections::routes(wf, &t.actions),
         };

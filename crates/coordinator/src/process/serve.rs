@@ -288,10 +288,11 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
         // Today's and the next days' partitions exist before the first admission.
         crate::process::janitor::prepare_partitions(&engine).await;
         // Rows queued for a connection that is no longer remote or limited are served here again;
-        // rows of a connection limited now go in its lane, to be claimed under its limits.
+        // rows of a connection limited now go in their workflow's lane, to be claimed under its limits.
         let limited: Vec<String> = engine.limits.keys().cloned().collect();
-        let laned: Vec<String> = deployment.remote.keys().cloned().chain(limited.iter().cloned()).collect();
-        engine.store.clear_lanes(&laned).await.map_err(|e| ServeError::Database(format!("outbox lanes: {e}")))?;
+        let remote: Vec<String> = deployment.remote.keys().cloned().collect();
+        let cleared = engine.store.clear_lanes(&remote, &limited).await;
+        cleared.map_err(|e| ServeError::Database(format!("outbox lanes: {e}")))?;
         engine.store.lane_rows(&limited).await.map_err(|e| ServeError::Database(format!("outbox lanes: {e}")))?;
     }
     let grpc = match grpc_listener {

@@ -63,18 +63,23 @@ pub(crate) fn call_of<'a>(wf: &'a Workflow, step: &'a str) -> Option<&'a str> {
     }
 }
 
-/// The (step, lane) of every row `actions` queue for a connection `laned`
-/// says is in a lane: a remote one, or one claimed under limits.
-pub(crate) fn lanes(laned: impl Fn(&str) -> bool, wf: &Workflow, actions: &[Action]) -> Vec<(String, String)> {
+/// The (step, lane) of every row `actions` queue for a connection that
+/// `lane_of` puts in a lane: a remote one (its name), or one claimed under
+/// limits (`coordinator_store::limited_lane`).
+pub(crate) fn lanes(
+    lane_of: impl Fn(&str) -> Option<String>,
+    wf: &Workflow,
+    actions: &[Action],
+) -> Vec<(String, String)> {
     let mut lanes: Vec<(String, String)> = Vec::new();
     for action in actions {
         let step = match action {
             Action::Dispatch { step, .. } | Action::RequestReceipt { step } | Action::Observe { step, .. } => step,
             _ => continue,
         };
-        let Some(connection) = connection_of(wf, step) else { continue };
-        if laned(connection) && !lanes.iter().any(|(s, _)| s == step) {
-            lanes.push((step.clone(), connection.to_owned()));
+        let Some(lane) = connection_of(wf, step).and_then(&lane_of) else { continue };
+        if !lanes.iter().any(|(s, _)| s == step) {
+            lanes.push((step.clone(), lane));
         }
     }
     lanes
