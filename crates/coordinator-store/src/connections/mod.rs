@@ -23,7 +23,7 @@ pub(crate) mod limits;
 pub(crate) mod pace;
 pub(crate) mod probes;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -122,6 +122,8 @@ pub struct ConnectionState {
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     any_paused: AtomicBool,
+    /// The connections last read paused, by name.
+    paused: Mutex<HashSet<String>>,
     unsettled: Mutex<HashMap<String, PaceView>>,
     /// The connections claimed under limits (`limits`), by name.
     limits: RwLock<BTreeMap<String, Limits>>,
@@ -145,6 +147,26 @@ impl Memory {
                 .any(|p| p.breaker != "closed" || p.hold_until > now)
     }
 
+    /// Whether connection `name` was last known held back at `now`: paused,
+    /// held by a `Retry-After`, or its breaker open (half-open: its probe is out).
+    fn held(&self, name: &str, now: i64) -> bool {
+        if self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(name) {
+            return true;
+        }
+        let unsettled = self.unsettled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        unsettled.get(name).is_some_and(|p| p.breaker == "open" || p.hold_until > now)
+    }
+
+    fn remember_paused(&self, name: &str, paused: bool) {
+        let mut names = self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if paused {
+            names.insert(name.to_owned());
+        } else {
+            names.remove(name);
+        }
+        self.any_paused.store(!names.is_empty(), Ordering::Relaxed);
+    }
+
     fn remember(&self, name: &str, pace: &PaceView, now: i64) {
         let mut unsettled = self.unsettled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if pace.settled(now) {
@@ -161,7 +183,9 @@ impl Store {
         let mut tx = self.pool.begin_read().await?;
         let rows = tx.fetch_all(STATES, Vec::new()).await?;
         let states = rows.iter().map(state_of).collect::<Result<Vec<_>, _>>()?;
-        self.remember_pauses(states.iter().any(|s| s.paused.is_some()));
+        let paused: HashSet<String> = states.iter().filter(|s| s.paused.is_some()).map(|s| s.name.clone()).collect();
+        self.connections.any_paused.store(!paused.is_empty(), Ordering::Relaxed);
+        *self.connections.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = paused;
         Ok(states)
     }
 
@@ -200,7 +224,7 @@ impl Store {
             audit::append(&mut tx, None, at, Some(by), &[line]).await?;
         }
         tx.commit().await?;
-        self.remember_pauses(true);
+        self.connections.remember_paused(name, true);
         Ok((pause, placed))
     }
 
@@ -231,7 +255,9 @@ impl Store {
             None => 0,
         };
         tx.commit().await?;
-        self.remember_pauses(still > 0);
+        self.connections.remember_paused(name, false);
+        // Another process's pauses, which this one may not have read yet.
+        self.connections.any_paused.fetch_or(still > 0, Ordering::Relaxed);
         Ok(if lifted { before } else { None })
     }
 
@@ -252,8 +278,12 @@ impl Store {
         lease.filter(|_| !self.connections.any_blocked(now))
     }
 
-    fn remember_pauses(&self, any: bool) {
-        self.connections.any_paused.store(any, Ordering::Relaxed);
+    /// Whether this process last knew connection `name` held back at `now`:
+    /// paused, held by a product's `Retry-After`, or its breaker open (not
+    /// half-open: then its probe is out). Work claimed before it was held
+    /// back is given back unsent rather than sent (`coordinator`'s dispatch).
+    pub fn connection_held(&self, name: &str, now: i64) -> bool {
+        self.connections.held(name, now)
     }
 
     /// Connection `name`'s limits in this process (none: the default).

@@ -57,6 +57,7 @@ pub(crate) async fn a_paused_connection_is_neither_claimed_nor_due(db: &TestDb) 
     assert!(!placed, "a paused connection keeps its pause");
     assert_eq!(again, expected);
     assert!(db.any_connection_paused());
+    assert!(db.connection_held("breg", T0 + 10) && !db.connection_held("casework", T0 + 10));
 
     let due = ok(db.claim_due(WorkScope::All, T0 + 10, "w1", LEASE_MS, work(10)).await, "claim");
     let claimed: Vec<&str> = due.work.iter().map(|(item, _)| item.run_id.as_str()).collect();
@@ -75,7 +76,7 @@ pub(crate) async fn a_paused_connection_is_neither_claimed_nor_due(db: &TestDb) 
 
     let lifted = ok(db.resume_connection("breg", T0 + 20, "ops", "BReg is back").await, "resume");
     assert_eq!(lifted, Some(expected));
-    assert!(!db.any_connection_paused());
+    assert!(!db.any_connection_paused() && !db.connection_held("breg", T0 + 20));
     assert_eq!(ok(db.resume_connection("breg", T0 + 21, "ops", "again").await, "resume again"), None);
     let due = ok(db.claim_due(WorkScope::All, T0 + 22, "w1", LEASE_MS, work(10)).await, "claim after");
     let claimed: Vec<&str> = due.work.iter().map(|(item, _)| item.run_id.as_str()).collect();
@@ -177,6 +178,7 @@ pub(crate) async fn failures_open_the_breaker_and_then_only_a_probe_is_claimed(d
     assert_eq!((view.breaker, change), ("open", Some(BreakerChange::Opened)));
     assert_eq!((view.since, view.probe_at, view.why.as_deref()), (Some(t + 1), Some(t + 10_001), Some("HTTP 503")));
     assert!(db.any_connection_blocked(t + 2));
+    assert!(db.connection_held("breg", t + 2), "work claimed before it opened is not sent");
 
     let due = ok(db.claim_due(WorkScope::All, t + 2, "w1", LEASE_MS, work(10)).await, "claim while open");
     assert_eq!(runs_of(&due), vec![up.as_str()], "nothing of an open breaker's connection is claimed");
@@ -186,6 +188,7 @@ pub(crate) async fn failures_open_the_breaker_and_then_only_a_probe_is_claimed(d
     assert_eq!(runs_of(&probe), vec![down[0].as_str()], "one probe: the connection's next due row");
     let states = ok(db.connection_states().await, "states");
     assert_eq!(states.iter().map(|s| s.pace.breaker).collect::<Vec<_>>(), vec!["half-open"]);
+    assert!(!db.connection_held("breg", t + 10_001), "the probe is sent");
     let other = ok(db.claim_due(WorkScope::All, t + 10_002, "w2", LEASE_MS, work(10)).await, "while probing");
     assert!(other.work.is_empty(), "one probe at a time: {other:?}");
 
@@ -228,6 +231,7 @@ pub(crate) async fn a_retry_after_holds_the_connection_for_everyone(db: &TestDb)
     let slow = Health::SlowDown { retry_after_ms: Some(5_000) };
     let (view, change) = ok(db.record_answer("breg", slow, &BreakerSettings::default(), "HTTP 429", t).await, "429");
     assert_eq!((view.breaker, change, view.hold_until), ("closed", None, t + 5_000));
+    assert!(db.connection_held("breg", t + 4_999) && !db.connection_held("breg", t + 5_000));
     let due = ok(db.claim_due(WorkScope::All, t + 1, "w1", LEASE_MS, work(10)).await, "held");
     assert!(due.work.is_empty(), "nothing is sent before the hold ends: {due:?}");
     assert_eq!(due.next, Some(t + 5_000), "the hold's end is when work is next due");

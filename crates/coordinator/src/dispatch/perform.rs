@@ -5,8 +5,11 @@
 //!
 //! Each request is a client span of the run's trace (operation, connection,
 //! classified answer and its reason — never the payload) and a sample of
-//! `coordinator_product_request_seconds`. While the service drains, a row
-//! whose request was not sent yet is given back ([`Store::release`]) instead.
+//! `coordinator_product_request_seconds`. While the service drains, or while
+//! the row's connection is held back (paused, held by a `Retry-After`, its
+//! breaker open, as this process last knew it), a row whose request was not
+//! sent yet is given back ([`Store::release`]) instead: work claimed before
+//! a breaker opened is not sent after.
 //!
 //! Re-dispatch after a lost lease: a row whose earlier claim ran out without a
 //! report comes back `reclaimed`. An attempt of a mutation or evaluation is
@@ -60,7 +63,17 @@ pub(crate) async fn perform(
             }
             applied
         }
-        None => release(engine, item).await,
+        None => {
+            release(engine, item).await?;
+            if !engine.is_draining() {
+                // Held back as this process last knew it: read again, so that a stale memory
+                // (a breaker another process closed) does not give back what claims take.
+                if let Err(e) = engine.store.refresh_connections(engine.now()).await {
+                    tracing::warn!(error = %e, "the connections' state could not be read again");
+                }
+            }
+            Ok(())
+        }
     }
 }
 
@@ -112,8 +125,9 @@ async fn to_lane(
     Ok(())
 }
 
-/// Gives back the claim of a row the worker did not act on (draining), so the
-/// next claimer takes it at once and not as `reclaimed` after the lease.
+/// Gives back the claim of a row the worker did not act on (draining, or its
+/// connection held back), so the next claimer takes it at once and not as
+/// `reclaimed` after the lease.
 async fn release(engine: &Engine, item: WorkItem) -> Result<(), EngineError> {
     let released = engine.store.release(&Claim::Work(item.clone()), &engine.owner).await?;
     tracing::debug!(
@@ -122,7 +136,7 @@ async fn release(engine: &Engine, item: WorkItem) -> Result<(), EngineError> {
         attempt = item.attempt,
         work = item.kind.as_str(),
         released,
-        "draining: claim given back unsent"
+        "claim given back unsent: draining, or its connection is held back"
     );
     Ok(())
 }
@@ -161,12 +175,17 @@ struct Sending<'a> {
 }
 
 impl<'a> Request<'a> {
-    /// Starts the request's span; `None` when draining has begun, so the
-    /// request is not sent and its claim is given back.
+    /// Starts the request's span; `None` when draining has begun or the
+    /// connection is held back now, so the request is not sent and its claim
+    /// is given back.
     fn begin(&self, name: &'static str, target: &Target<'_>) -> Option<Sending<'a>> {
         let in_flight = self.engine.drain.request();
         // Checked after counting, so a drain that begins now waits for this request.
         if self.engine.is_draining() {
+            return None;
+        }
+        if self.engine.store.connection_held(target.connection, self.engine.now()) {
+            // Held back since it was claimed (paused, a Retry-After, the breaker opened): not sent.
             return None;
         }
         let mut span = self.engine.traces.start(name, SpanKind::Client, Some(&self.trace));
