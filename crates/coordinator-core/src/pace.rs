@@ -12,7 +12,11 @@
 //!
 //! The rules, in the order they apply:
 //! 1. **Hold.** Nothing is sent before `hold_until`: a product's `Retry-After`
-//!    sets it for every run of the connection.
+//!    sets it for every run of the connection. A slow-down without one (a
+//!    `429` or `503` without `Retry-After`, a connection refused) holds the
+//!    connection for a shared backoff: [`BACKOFF_FIRST_MS`] after the first
+//!    failure in a row, doubling with each ([`backoff_ms`]), until the breaker
+//!    opens or a healthy answer ends the run of failures.
 //! 2. **Breaker.** After [`BreakerSettings::open_after_failures`] failures in a
 //!    row the breaker opens: nothing is sent until `probe_every_ms` has passed;
 //!    then one request (a real one, the next due) is sent as a probe
@@ -21,18 +25,23 @@
 //! 4. **Rate.** A token bucket of `burst` tokens, refilled at
 //!    `ratePerSecond × factor` per second; a request spends one.
 //!
-//! `factor` is the slow-down: 1 (full pace) until a failure halves it (down to
-//! [`MIN_FACTOR`]); each healthy answer gives back [`RECOVERY`] of the full
-//! pace. A failure is a definite "not done" (`429`, `503`, could not connect)
-//! or a request that got no usable answer (a timeout after sending, a reset,
-//! `5xx`); a healthy answer is anything else the product answered, a refusal
-//! included. Uncertainty about an effect is the run's business, not this
+//! `factor` is the slow-down of the limits: 1 (full pace) until a failure
+//! halves it (down to [`MIN_FACTOR`]); each healthy answer gives back
+//! [`RECOVERY`] of the full pace (multiplicative decrease, additive
+//! increase). A failure is a definite "not done" (`429`, `503`, could not
+//! connect) or a request that got no usable answer (a timeout after sending,
+//! a reset, `5xx`); a healthy answer is anything else the product answered,
+//! a refusal included. Uncertainty about an effect is the run's business, not this
 //! module's: here only the product's health counts.
 
 /// The least `factor` falls to: a sixty-fourth of the configured pace.
 pub const MIN_FACTOR: f64 = 1.0 / 64.0;
 /// What one healthy answer gives back of the full pace.
 pub const RECOVERY: f64 = 1.0 / 16.0;
+/// The shared backoff after a first slow-down without a `Retry-After` (ms).
+pub const BACKOFF_FIRST_MS: i64 = 100;
+/// The longest shared backoff without a `Retry-After` (ms).
+pub const BACKOFF_MAX_MS: i64 = 10_000;
 /// Failures in a row that open the breaker, when not configured.
 pub const DEFAULT_OPEN_AFTER_FAILURES: u32 = 5;
 /// How long an open breaker waits between probes, when not configured (ms).
@@ -273,6 +282,10 @@ impl Pace {
                             self.breaker = Breaker::Open { since: now, probe_at };
                             Some(BreakerChange::Opened)
                         } else {
+                            if health == (Health::SlowDown { retry_after_ms: None }) {
+                                // Asked to slow down without saying how long: everyone backs off.
+                                self.hold_until = self.hold_until.max(now.saturating_add(backoff_ms(failures)));
+                            }
                             self.breaker = Breaker::Closed { failures };
                             None
                         }
@@ -306,6 +319,13 @@ impl Pace {
         let missing = (1.0 - self.tokens.fract()).max(0.0);
         now.saturating_add(((missing / per_second) * 1000.0).ceil() as i64).max(now + 1)
     }
+}
+
+/// The shared backoff after the `failures`-th failure in a row that asked to
+/// slow down without a `Retry-After`: [`BACKOFF_FIRST_MS`], doubling, at
+/// most [`BACKOFF_MAX_MS`].
+pub fn backoff_ms(failures: u32) -> i64 {
+    BACKOFF_FIRST_MS.saturating_mul(1_i64 << failures.saturating_sub(1).min(20)).min(BACKOFF_MAX_MS)
 }
 
 /// `limit × factor`, rounded down, at least 1.

@@ -70,6 +70,29 @@ fn a_retry_after_holds_every_send_of_the_connection() {
 }
 
 #[test]
+fn a_slow_down_without_retry_after_holds_everyone_for_a_doubling_backoff() {
+    let limits = Limits::default();
+    let slow = Health::SlowDown { retry_after_ms: None };
+    let mut pace = Pace::new(&limits, 0);
+    assert_eq!(pace.answered(slow, &BREAKER, 1_000), None);
+    assert_eq!(pace.hold_until, 1_000 + BACKOFF_FIRST_MS);
+    assert_eq!(pace.grant(&limits, 0, 10, 1_099), Grant { send: 0, probe: false, retry_at: Some(1_100) });
+    assert_eq!(pace.grant(&limits, 0, 10, 1_100).send, 10, "no limit: all of it once the backoff ends");
+    pace.answered(slow, &BREAKER, 2_000);
+    assert_eq!(pace.hold_until, 2_200, "doubled for the second in a row");
+    // A failure that is not a slow-down counts in the row but holds nobody.
+    pace.answered(Health::Failed, &BREAKER, 3_000);
+    assert_eq!(pace.hold_until, 2_200);
+    pace.answered(Health::Healthy, &BREAKER, 3_001);
+    pace.answered(slow, &BREAKER, 4_000);
+    assert_eq!(pace.hold_until, 4_100, "a healthy answer ends the run of failures");
+    assert_eq!(
+        (backoff_ms(1), backoff_ms(4), backoff_ms(8), backoff_ms(60)),
+        (100, 800, BACKOFF_MAX_MS, BACKOFF_MAX_MS)
+    );
+}
+
+#[test]
 fn failures_slow_the_pace_down_and_healthy_answers_bring_it_back() {
     let limits = Limits { concurrency: Some(64), rate_per_second: Some(64.0), burst: None };
     let many = BreakerSettings { open_after_failures: 100, ..BREAKER };

@@ -129,20 +129,19 @@ impl Reason {
     /// `Retry-After` the answer gave. `None` when it says nothing of the
     /// product: no credential, or the request could not be made at all.
     ///
-    /// `429` and `503` ask everyone to slow down; a connection that could not
-    /// be made, a `5xx`, a body that broke off or is not the protocol's, a
+    /// `429` and `503`, and a connection that could not be made, ask everyone
+    /// to slow down; a `5xx`, a body that broke off or is not the protocol's, a
     /// timeout or a lost connection are failures; any other status is healthy
     /// (a refusal included: the product answered).
     pub fn health(&self, retry_after_ms: Option<i64>) -> Option<coordinator_core::pace::Health> {
         use coordinator_core::pace::Health;
         match self {
             Reason::Status { status: 429 | 503 } => Some(Health::SlowDown { retry_after_ms }),
+            Reason::NotConnected => Some(Health::SlowDown { retry_after_ms: None }),
             Reason::Status { status } | Reason::MalformedBody { status } if *status >= 500 => Some(Health::Failed),
             Reason::MalformedBody { .. } => Some(Health::Failed),
             Reason::Status { .. } => Some(Health::Healthy),
-            Reason::BodyUnreadable { .. } | Reason::NotConnected | Reason::TimedOut | Reason::ConnectionLost => {
-                Some(Health::Failed)
-            }
+            Reason::BodyUnreadable { .. } | Reason::TimedOut | Reason::ConnectionLost => Some(Health::Failed),
             Reason::Token(_) | Reason::Unsendable(_) | Reason::ClientUnavailable => None,
         }
     }
@@ -291,7 +290,8 @@ mod tests {
         let status = |status| Reason::Status { status };
         assert_eq!(status(429).health(Some(5000)), Some(Health::SlowDown { retry_after_ms: Some(5000) }));
         assert_eq!(status(503).health(None), Some(Health::SlowDown { retry_after_ms: None }));
-        for failed in [status(500), status(502), Reason::NotConnected, Reason::TimedOut, Reason::ConnectionLost] {
+        assert_eq!(Reason::NotConnected.health(None), Some(Health::SlowDown { retry_after_ms: None }), "refused");
+        for failed in [status(500), status(502), Reason::TimedOut, Reason::ConnectionLost] {
             assert_eq!(failed.health(None), Some(Health::Failed), "{failed:?}");
         }
         assert_eq!(Reason::MalformedBody { status: 200 }.health(None), Some(Health::Failed));
