@@ -5,8 +5,10 @@
 //! the connection's breaker, after which it receives only probes, one per
 //! interval; the first probe answered closes it, and every run finishes with
 //! its notice sent once. Opening and closing are journaled and shown by
-//! `GET /v1/connections`, `/readyz` and `coordinator_connection_state`. Limits
-//! (`concurrency`, `ratePerSecond`) hold at the product.
+//! `GET /v1/connections`, `/readyz` and `coordinator_connection_state`. A
+//! product that goes down in the middle of a load receives only probes from
+//! the first probe on, and every run finishes once it is back, each notice
+//! sent once. Limits (`concurrency`, `ratePerSecond`) hold at the product.
 
 use std::time::Duration;
 
@@ -193,5 +195,58 @@ fn a_rate_limit_holds_at_the_product_over_the_test() {
         #[allow(clippy::cast_precision_loss, reason = "six requests")]
         let sent = received as f64;
         assert!(sent <= allowed, "{received} requests in {} ms: the bucket allows {allowed}", end - start);
+    });
+}
+
+/// Runs admitted while messaging goes down and comes back.
+const LOAD: usize = 30;
+
+#[test]
+fn a_product_down_in_the_middle_of_a_load_gets_only_probes_and_every_run_finishes() {
+    on_runtime(async {
+        let breaker = |yaml: String| {
+            in_connection(
+                &yaml,
+                "messaging",
+                "product: messaging",
+                "product: messaging\n    breaker: {openAfterFailures: 3, probeEverySeconds: 2}",
+            )
+        };
+        let stack = Stack::start(stack_options(Some(Box::new(breaker)))).await;
+        let mut runs = Vec::new();
+        for n in 0..LOAD / 3 {
+            runs.push(stack.admit(&format!("before-{n}")).await);
+        }
+        until_arrivals(&stack, 1).await;
+        // Down: every notice answered 503, while more runs come in.
+        stack.fault("messaging", json!({"operation": NOTICE, "fault": "unavailable", "count": 1_000_000})).await;
+        for n in LOAD / 3..LOAD {
+            runs.push(stack.admit(&format!("during-{n}")).await);
+        }
+        let open = until_breaker(&stack, "open").await;
+        let probe_at = open["breaker"]["since"].as_i64().unwrap_or_default() + 2_000;
+        // Two probes at least, then the product is back.
+        let deadline = tokio::time::Instant::now() + crate::support::GUARD;
+        while arrivals(&stack).iter().filter(|&&at| i64::try_from(at).unwrap_or(0) >= probe_at).count() < 2 {
+            assert!(tokio::time::Instant::now() < deadline, "no probes");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let cleared =
+            reqwest::Client::new().delete(format!("{}/sim/messaging/v1/faults", stack.sims.base)).send().await;
+        let back_at = coordinator::engine::now_ms();
+        assert!(cleared.is_ok_and(|r| r.status().is_success()));
+        for run in &runs {
+            until_state(&stack.url, run, "finished").await;
+        }
+        let probes: Vec<u64> = arrivals(&stack)
+            .into_iter()
+            .filter(|&at| i64::try_from(at).is_ok_and(|at| at >= probe_at && at < back_at))
+            .collect();
+        for pair in probes.windows(2) {
+            assert!(pair[1] >= pair[0] + 2_000, "more than the probes while the product was down: {probes:?}");
+        }
+        let accepted = stack.effects("messaging").await;
+        assert_eq!(accepted.len(), LOAD, "each notice sent once: {accepted:?}");
+        assert!(accepted.iter().all(|e| e["effects"] == 1), "{accepted:?}");
     });
 }
