@@ -83,6 +83,7 @@ mod wakeups;
 pub use active_revisions::ActiveRevision;
 pub use audit::AuditPage;
 pub use commit_leases::Batched;
+pub use connections::limits::FULL_RECHECK_MS;
 pub use connections::{ConnectionState, PaceView, Pause, limited_lane};
 pub use db::Wakeups;
 pub use error::StoreError;

@@ -262,11 +262,14 @@ impl Store {
                 pace::write(&mut tx, name, &pace, None).await?;
             }
         }
-        let next = match take {
+        let (next, awaiting) = match take {
             Take::Claim(_) => self.lane_next(&mut tx, lanes_arg, now, grant.retry_at, taken, room).await?,
-            Take::Offer => None,
+            Take::Offer => (None, false),
         };
         tx.commit().await?;
+        if let Take::Claim(_) = take {
+            self.remember_awaiting(name, awaiting);
+        }
         if grant.probe && taken > 0 {
             self.remember_pace(name, &pace::view_of(&pace, None), now);
         }
@@ -276,7 +279,8 @@ impl Store {
     /// When a connection's `lanes` may give more after a claim at `now` that
     /// took `taken` of `room`: at once when it took all it was let; when the
     /// pace says (`retry_at`: tokens, a hold, a probe); else their next due
-    /// row, or — while due rows wait for a permit — shortly ([`FULL_RECHECK_MS`]).
+    /// row, or — while due rows wait for a permit — shortly
+    /// ([`FULL_RECHECK_MS`]); and whether due rows wait for a permit.
     async fn lane_next(
         &self,
         tx: &mut Tx,
@@ -285,12 +289,12 @@ impl Store {
         retry_at: Option<i64>,
         taken: u32,
         room: u32,
-    ) -> Result<Option<i64>, StoreError> {
+    ) -> Result<(Option<i64>, bool), StoreError> {
         if taken > 0 && taken == room {
-            return Ok(Some(now));
+            return Ok((Some(now), false));
         }
         if let Some(at) = retry_at {
-            return Ok(Some(at.max(now + 1)));
+            return Ok((Some(at.max(now + 1)), false));
         }
         let sql = match tx.dialect() {
             Dialect::Pg => NEXT_PG,
@@ -301,9 +305,9 @@ impl Store {
             None => (None, None),
         };
         Ok(match first {
-            Some(due) if due > now => Some(lease_end.map_or(due, |end| end.min(due))),
-            Some(_) => Some(lease_end.map_or(now + FULL_RECHECK_MS, |end| end.min(now + FULL_RECHECK_MS))),
-            None => lease_end,
+            Some(due) if due > now => (Some(lease_end.map_or(due, |end| end.min(due))), false),
+            Some(_) => (Some(lease_end.map_or(now + FULL_RECHECK_MS, |end| end.min(now + FULL_RECHECK_MS))), true),
+            None => (lease_end, false),
         })
     }
 }

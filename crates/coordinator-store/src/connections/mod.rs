@@ -129,6 +129,9 @@ pub(crate) struct Memory {
     limits: RwLock<BTreeMap<String, Limits>>,
     /// The remote connections offered under limits, by name.
     offer_limits: RwLock<BTreeMap<String, Limits>>,
+    /// The limited connections whose last claim here left due work waiting
+    /// for a permit.
+    awaiting: Mutex<HashSet<String>>,
 }
 
 impl Memory {
@@ -276,6 +279,22 @@ impl Store {
     /// any connection is held back (see the module doc).
     pub(crate) fn eager(&self, lease: Option<EagerLease>, now: i64) -> Option<EagerLease> {
         lease.filter(|_| !self.connections.any_blocked(now))
+    }
+
+    /// Whether this process's last claim of limited connection `name` left
+    /// due work waiting for a permit: an answer of it that commits here frees
+    /// one, worth a claim round at once.
+    pub fn permits_awaited(&self, name: &str) -> bool {
+        self.connections.awaiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(name)
+    }
+
+    pub(crate) fn remember_awaiting(&self, name: &str, awaiting: bool) {
+        let mut names = self.connections.awaiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if awaiting {
+            names.insert(name.to_owned());
+        } else {
+            names.remove(name);
+        }
     }
 
     /// Whether this process last knew connection `name` held back at `now`:

@@ -265,6 +265,8 @@ pub(crate) async fn a_concurrency_limit_holds_across_two_processes(db: &TestDb) 
     let second = ok(other.claim_due(WorkScope::All, t, "w2", LEASE_MS, work(10)).await, "second process");
     assert!(second.work.is_empty(), "the limit is the deployment's: {second:?}");
     assert!(second.next.is_some_and(|n| n > t && n <= t + 100), "asked again shortly: {second:?}");
+    assert!(other.permits_awaited("breg"), "due work waits for a permit: an answer that frees one wakes the claims");
+    assert!(!other.permits_awaited("casework"));
     assert_eq!(in_flight(db, t).await, 2);
 
     // A permit comes back with its row (here given back unsent): the other process takes it.

@@ -155,6 +155,7 @@ async fn apply_batch(engine: &Engine, mut batch: Vec<Report>, handoff: Option<&H
     let offer = Offer::new(engine, handoff, batch.len().saturating_mul(2), now, carried);
     if let ([report], None) = (batch.as_slice(), &offer) {
         let result = apply_one(engine, report).await;
+        wake_for_permits(engine, &batch);
         finish(batch, vec![result]);
         return;
     }
@@ -229,12 +230,32 @@ async fn apply_batch(engine: &Engine, mut batch: Vec<Report>, handoff: Option<&H
             results
         }
     };
+    wake_for_permits(engine, &batch);
     finish(batch, results);
 }
 
 /// One report in its own transaction (the engine records its metrics).
 async fn apply_one(engine: &Engine, report: &Report) -> Result<(), EngineError> {
     engine.apply_claimed(&report.claim, report.run_id(), &report.event, &report.wf, &report.note).await
+}
+
+/// Wakes this process's claim rounds when a committed answer freed a permit
+/// of a limited connection whose due work waits for one (the round would
+/// otherwise look again only [`FULL_RECHECK_MS`] later).
+///
+/// [`FULL_RECHECK_MS`]: coordinator_store::FULL_RECHECK_MS
+fn wake_for_permits(engine: &Engine, batch: &[Report]) {
+    if engine.limits.is_empty() {
+        return;
+    }
+    let freed = batch.iter().any(|report| match &report.claim {
+        Claim::Work(w) => crate::dispatch::remote::connection_of(&report.wf, &w.step)
+            .is_some_and(|c| engine.limits.contains_key(c) && engine.store.permits_awaited(c)),
+        Claim::Timer(_) => false,
+    });
+    if freed {
+        engine.wake.notify_one();
+    }
 }
 
 fn finish(batch: Vec<Report>, results: Vec<Result<(), EngineError>>) {
