@@ -36,8 +36,6 @@ use crate::{Store, StoreError};
 /// full (ms): its permits come back as answers commit, in any process.
 pub const FULL_RECHECK_MS: i64 = 100;
 
-/// `$1` the connection: whether an operator paused it.
-const PAUSED: &str = "SELECT 1 FROM connections WHERE name = $1 AND paused_at IS NOT NULL";
 /// `$lanes` the lanes (a `FROM` item of rows `l(value)`), `$2` now: their rows in flight.
 macro_rules! in_flight_sql {
     ($lanes:literal) => {
@@ -181,7 +179,11 @@ impl Store {
         };
         for (name, limits) in limited {
             let room = limit.saturating_sub(u32::try_from(work.len()).unwrap_or(u32::MAX));
-            let (claimed, lane_next) = self.claim_lane(&name, &limits, scope, now, owner, lease_ms, room).await?;
+            let (claimed, lane_next) = match self.awaiting_until(&name) {
+                // Full at the last look, and no answer of it committed here since: not before the recheck.
+                Some(at) if at > now => (Vec::new(), Some(at)),
+                _ => self.claim_lane(&name, &limits, scope, now, owner, lease_ms, room).await?,
+            };
             work.extend(claimed);
             next = match (next, lane_next) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -224,12 +226,12 @@ impl Store {
     ) -> Result<(Vec<(i64, WorkItem, ClaimedRun)>, Option<i64>), StoreError> {
         let mut tx = self.pool.begin_for(Writer::Background).await?;
         crate::fence::refuse(&self.fence)?;
-        if tx.fetch_optional(PAUSED, vec![name.into()]).await?.is_some() {
+        let (mut pace, paused) = pace::lock_paused(&mut tx, name, limits, now).await?;
+        if paused {
             // Nothing is due while paused: a resume wakes every process.
             tx.commit().await?;
             return Ok((Vec::new(), None));
         }
-        let mut pace = pace::lock(&mut tx, name, limits, now).await?;
         let lanes = match take {
             Take::Claim(_) => super::lanes::of(&mut tx, name).await?,
             Take::Offer => vec![name.to_owned()],
@@ -258,7 +260,8 @@ impl Store {
         if grant.send > 0 {
             // Tokens granted for rows that were not there go back in the bucket.
             pace.tokens = (pace.tokens + f64::from(grant.send.saturating_sub(taken))).min(limits.bucket());
-            if taken > 0 || !grant.probe {
+            // Written when tokens were spent or a probe went out; a concurrency alone keeps no state.
+            if (taken > 0 && grant.probe) || (!grant.probe && limits.rate_per_second.is_some()) {
                 pace::write(&mut tx, name, &pace, None).await?;
             }
         }
@@ -268,7 +271,7 @@ impl Store {
         };
         tx.commit().await?;
         if let Take::Claim(_) = take {
-            self.remember_awaiting(name, awaiting);
+            self.remember_awaiting(name, next.filter(|_| awaiting));
         }
         if grant.probe && taken > 0 {
             self.remember_pace(name, &pace::view_of(&pace, None), now);

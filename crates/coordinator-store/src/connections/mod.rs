@@ -130,8 +130,9 @@ pub(crate) struct Memory {
     /// The remote connections offered under limits, by name.
     offer_limits: RwLock<BTreeMap<String, Limits>>,
     /// The limited connections whose last claim here left due work waiting
-    /// for a permit.
-    awaiting: Mutex<HashSet<String>>,
+    /// for a permit, each with when to look again unless an answer of it
+    /// commits here first.
+    awaiting: Mutex<HashMap<String, i64>>,
 }
 
 impl Memory {
@@ -285,16 +286,28 @@ impl Store {
     /// due work waiting for a permit: an answer of it that commits here frees
     /// one, worth a claim round at once.
     pub fn permits_awaited(&self, name: &str) -> bool {
-        self.connections.awaiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(name)
+        self.connections.awaiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(name)
     }
 
-    pub(crate) fn remember_awaiting(&self, name: &str, awaiting: bool) {
+    /// An answer of limited connection `name` committed here and freed a
+    /// permit: the next claim round looks at it at once.
+    pub fn permit_freed(&self, name: &str) {
+        self.connections.awaiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name);
+    }
+
+    /// When a claim round looks at limited connection `name` again: `None`
+    /// at once; else the instant its last claim set (its work waits for a
+    /// permit that another process may free).
+    pub(crate) fn awaiting_until(&self, name: &str) -> Option<i64> {
+        self.connections.awaiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).copied()
+    }
+
+    pub(crate) fn remember_awaiting(&self, name: &str, until: Option<i64>) {
         let mut names = self.connections.awaiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if awaiting {
-            names.insert(name.to_owned());
-        } else {
-            names.remove(name);
-        }
+        match until {
+            Some(at) => names.insert(name.to_owned(), at),
+            None => names.remove(name),
+        };
     }
 
     /// Whether this process last knew connection `name` held back at `now`:

@@ -29,8 +29,10 @@ macro_rules! pace_columns {
     };
 }
 pub(crate) use pace_columns;
-const READ_PG: &str = concat!("SELECT ", pace_columns!(), " FROM connections WHERE name = $1 FOR UPDATE");
-const READ_SQLITE: &str = concat!("SELECT ", pace_columns!(), " FROM connections WHERE name = $1");
+const READ_PG: &str =
+    concat!("SELECT ", pace_columns!(), ", paused_at IS NOT NULL FROM connections WHERE name = $1 FOR UPDATE");
+const READ_SQLITE: &str =
+    concat!("SELECT ", pace_columns!(), ", paused_at IS NOT NULL FROM connections WHERE name = $1");
 const WRITE: &str = "UPDATE connections SET hold_until = $2, breaker = $3, failures = $4, breaker_since = $5, \
      probe_at = $6, factor = $7, tokens = $8, refilled_at = $9, breaker_why = COALESCE($10, breaker_why) \
      WHERE name = $1";
@@ -116,15 +118,32 @@ pub(crate) fn view_of(pace: &Pace, why: Option<String>) -> PaceView {
 
 /// Locks connection `name`'s row (made when missing) and reads its pace.
 pub(crate) async fn lock(tx: &mut Tx, name: &str, limits: &Limits, now: i64) -> Result<Pace, StoreError> {
-    tx.execute(ENSURE, vec![name.into()]).await?;
+    lock_paused(tx, name, limits, now).await.map(|(pace, _)| pace)
+}
+
+/// [`lock`], and whether an operator paused the connection: one statement
+/// when the row exists (the steady state), two more the first time.
+pub(crate) async fn lock_paused(
+    tx: &mut Tx,
+    name: &str,
+    limits: &Limits,
+    now: i64,
+) -> Result<(Pace, bool), StoreError> {
     let sql = match tx.dialect() {
         Dialect::Pg => READ_PG,
         Dialect::Sqlite => READ_SQLITE,
     };
-    match tx.fetch_optional(sql, vec![name.into()]).await? {
-        Some(row) => pace_of(&row, 0, limits, now),
-        None => Err(StoreError::Corrupt(format!("connection {name} vanished as it was locked"))),
-    }
+    let row = match tx.fetch_optional(sql, vec![name.into()]).await? {
+        Some(row) => row,
+        None => {
+            tx.execute(ENSURE, vec![name.into()]).await?;
+            match tx.fetch_optional(sql, vec![name.into()]).await? {
+                Some(row) => row,
+                None => return Err(StoreError::Corrupt(format!("connection {name} vanished as it was locked"))),
+            }
+        }
+    };
+    Ok((pace_of(&row, 0, limits, now)?, row.get(8)?))
 }
 
 /// Writes `pace` back to `name`'s row; `why` replaces the breaker's reason when given.

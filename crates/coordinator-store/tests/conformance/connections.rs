@@ -269,14 +269,21 @@ pub(crate) async fn a_concurrency_limit_holds_across_two_processes(db: &TestDb) 
     assert!(!other.permits_awaited("casework"));
     assert_eq!(in_flight(db, t).await, 2);
 
-    // A permit comes back with its row (here given back unsent): the other process takes it.
+    // A permit comes back with its row (here given back unsent): the other process takes it at
+    // its next look (the recheck: only an answer committed in the process itself wakes it sooner).
     let (item, _) = &first.work[0];
     assert!(ok(db.release(&Claim::Work(item.clone()), "w1").await, "release"));
-    let second = ok(other.claim_due(WorkScope::All, t + 1, "w2", LEASE_MS, work(10)).await, "after a permit");
+    let early = ok(other.claim_due(WorkScope::All, t + 1, "w2", LEASE_MS, work(10)).await, "before the recheck");
+    assert!(early.work.is_empty() && early.next == second.next, "{early:?}");
+    let recheck = second.next.unwrap_or(t + 100);
+    let second = ok(other.claim_due(WorkScope::All, recheck, "w2", LEASE_MS, work(10)).await, "after a permit");
     assert_eq!(second.work.len(), 1, "{second:?}");
-    assert_eq!(in_flight(db, t + 1).await, 2);
+    assert_eq!(in_flight(db, recheck).await, 2);
+    // An answer committed in the process frees its permit at once.
+    other.permit_freed("breg");
+    assert!(!other.permits_awaited("breg"));
     // A lease that runs out gives its permit back (a crash keeps it no longer than the lease).
-    let later = t + 1 + LEASE_MS + 1;
+    let later = recheck + LEASE_MS + 1;
     let after = ok(other.claim_due(WorkScope::All, later, "w2", LEASE_MS, work(10)).await, "after the leases");
     assert_eq!(after.work.len(), 2, "{after:?}");
     assert_eq!(in_flight(db, later).await, 2);

@@ -248,11 +248,17 @@ fn wake_for_permits(engine: &Engine, batch: &[Report]) {
     if engine.limits.is_empty() {
         return;
     }
-    let freed = batch.iter().any(|report| match &report.claim {
-        Claim::Work(w) => crate::dispatch::remote::connection_of(&report.wf, &w.step)
-            .is_some_and(|c| engine.limits.contains_key(c) && engine.store.permits_awaited(c)),
-        Claim::Timer(_) => false,
-    });
+    let mut freed = false;
+    for report in batch {
+        if let Claim::Work(w) = &report.claim
+            && let Some(c) = crate::dispatch::remote::connection_of(&report.wf, &w.step)
+            && engine.limits.contains_key(c)
+            && engine.store.permits_awaited(c)
+        {
+            engine.store.permit_freed(c);
+            freed = true;
+        }
+    }
     if freed {
         engine.wake.notify_one();
     }
