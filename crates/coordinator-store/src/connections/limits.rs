@@ -271,7 +271,10 @@ impl Store {
         };
         tx.commit().await?;
         if let Take::Claim(_) = take {
-            self.remember_awaiting(name, next.filter(|_| awaiting));
+            // Waiting for a permit only when the grant (not the room, the tokens or a hold) fell short:
+            // rows another transaction queued since the claim read are not.
+            let short_of_permits = grant.send < room && grant.retry_at.is_none() && !grant.probe;
+            self.remember_awaiting(name, next.filter(|_| awaiting && short_of_permits));
         }
         if grant.probe && taken > 0 {
             self.remember_pace(name, &pace::view_of(&pace, None), now);
