@@ -103,7 +103,7 @@ macro_rules! claimed_work_pg {
             claim_work_sql!(
                 pick_pg!("o"),
                 "))",
-                "o.lease_until < $3 AND (o.lane IS NULL OR (strpos(o.lane, '/') = 0 AND NOT (o.lane = ANY($7::text[]))))",
+                "o.lease_until < $3 AND (o.lane IS NULL OR NOT (split_part(o.lane, '/', 1) = ANY($7::text[])))",
                 "o.lease_until, o.run_id, o.step, o.kind",
                 "$4 - (SELECT count(*) FROM claimed_fresh)",
                 " FOR UPDATE OF o SKIP LOCKED",
@@ -199,7 +199,8 @@ macro_rules! next_due_sql {
 /// the rows waiting in a lane.
 const CLAIM_WORK_SQLITE: &str = claim_work_sql!(
     "o.not_before <= $3 AND ((o.lease_until IS NULL AND o.lane IS NULL) OR (o.lease_until < $3 \
-     AND (o.lane IS NULL OR (instr(o.lane, '/') = 0 AND o.lane NOT IN (SELECT l.value FROM json_each($6) AS l)))))",
+     AND (o.lane IS NULL OR (CASE WHEN instr(o.lane, '/') > 0 THEN substr(o.lane, 1, instr(o.lane, '/') - 1) \
+     ELSE o.lane END) NOT IN (SELECT l.value FROM json_each($6) AS l))))",
     "o.not_before, o.run_id, o.step, o.kind",
     "$4",
     "",

@@ -84,7 +84,7 @@ pub use active_revisions::ActiveRevision;
 pub use audit::AuditPage;
 pub use commit_leases::Batched;
 pub use connections::limits::FULL_RECHECK_MS;
-pub use connections::{ConnectionState, PaceView, Pause, limited_lane};
+pub use connections::{ConnectionState, PaceView, Pause, workflow_lane};
 pub use db::Wakeups;
 pub use error::StoreError;
 pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};

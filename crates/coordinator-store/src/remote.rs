@@ -134,29 +134,25 @@ const RELANE: &str = "UPDATE outbox SET lane = $6, lease_owner = NULL, lease_unt
      claims = CASE WHEN claims > 0 THEN claims - 1 ELSE 0 END \
      WHERE run_id = $1 AND step = $2 AND kind = $3 AND attempt = $4 AND lease_owner = $5";
 
-/// Rows of lanes neither in `$remote` (a `FROM` item of rows `l(value)`:
-/// remote connections) nor of a connection in `$limited` (the same: limited
-/// ones, whose lanes are their name or `{name}/{workflow}`) go in-process.
+/// Rows of lanes of no connection in `$kept` (a `FROM` item of rows
+/// `l(value)`: the remote connections and the limited ones, whose lanes are
+/// their name or `{name}/{workflow}`) go in-process.
 macro_rules! clear_lanes_sql {
-    ($remote:literal, $limited:literal, $prefix:literal) => {
+    ($kept:literal, $prefix:literal) => {
         concat!(
             "UPDATE outbox SET lane = NULL WHERE lane IS NOT NULL AND lane NOT IN (SELECT l.value FROM ",
-            $remote,
-            ") AND lane NOT IN (SELECT l.value FROM ",
-            $limited,
+            $kept,
             ") AND ",
             $prefix,
             " NOT IN (SELECT l.value FROM ",
-            $limited,
+            $kept,
             ")"
         )
     };
 }
-const CLEAR_LANES_PG: &str =
-    clear_lanes_sql!("unnest($1::text[]) AS l(value)", "unnest($2::text[]) AS l(value)", "split_part(lane, '/', 1)");
+const CLEAR_LANES_PG: &str = clear_lanes_sql!("unnest($1::text[]) AS l(value)", "split_part(lane, '/', 1)");
 const CLEAR_LANES_SQLITE: &str = clear_lanes_sql!(
     "json_each($1) AS l",
-    "json_each($2) AS l",
     "CASE WHEN instr(lane, '/') > 0 THEN substr(lane, 1, instr(lane, '/') - 1) ELSE lane END"
 );
 
@@ -259,6 +255,8 @@ impl Store {
             let mut tx = self.writer().await?;
             // Checked once the connection is taken: a new one was read by the fence before it was handed out.
             crate::fence::refuse(&self.fence)?;
+            // Each connection's rows wait in a lane per workflow.
+            let free = crate::connections::lanes::of_each(&mut tx, &free).await?;
             let (sql, lanes) = match &self.pool {
                 Pool::Pg(..) => (OFFER_PG, Arg::Texts(free)),
                 Pool::Sqlite(..) => (OFFER_SQLITE, json_lanes(&free)?),
@@ -360,11 +358,12 @@ impl Store {
     /// many rows changed; other processes are woken when some did.
     pub async fn clear_lanes(&self, remote: &[String], limited: &[String]) -> Result<u64, StoreError> {
         let mut tx = self.writer().await?;
-        let (sql, remote, limited) = match &self.pool {
-            Pool::Pg(..) => (CLEAR_LANES_PG, Arg::Texts(remote.to_vec()), Arg::Texts(limited.to_vec())),
-            Pool::Sqlite(..) => (CLEAR_LANES_SQLITE, json_lanes(remote)?, json_lanes(limited)?),
+        let kept: Vec<String> = remote.iter().chain(limited).cloned().collect();
+        let (sql, kept) = match &self.pool {
+            Pool::Pg(..) => (CLEAR_LANES_PG, Arg::Texts(kept)),
+            Pool::Sqlite(..) => (CLEAR_LANES_SQLITE, json_lanes(&kept)?),
         };
-        let cleared = tx.execute(sql, vec![remote, limited]).await?;
+        let cleared = tx.execute(sql, vec![kept]).await?;
         if cleared > 0 {
             wakeups::notify(&mut tx);
         }
@@ -383,11 +382,15 @@ impl Store {
         if lanes.is_empty() {
             return Ok(None);
         }
-        let (sql, lanes) = match &self.pool {
-            Pool::Pg(..) => (OFFERED_WORK_PG, Arg::Texts(lanes.to_vec())),
-            Pool::Sqlite(..) => (OFFERED_WORK_SQLITE, json_lanes(lanes)?),
-        };
         let mut tx = self.pool.begin_read().await?;
+        let lanes = crate::connections::lanes::of_each(&mut tx, lanes).await?;
+        if lanes.is_empty() {
+            return Ok(None);
+        }
+        let (sql, lanes) = match &self.pool {
+            Pool::Pg(..) => (OFFERED_WORK_PG, Arg::Texts(lanes)),
+            Pool::Sqlite(..) => (OFFERED_WORK_SQLITE, json_lanes(&lanes)?),
+        };
         let due: Option<i64> = match tx.fetch_optional(sql, vec![lanes, now.into()]).await? {
             Some(row) => row.get(0)?,
             None => None,

@@ -114,7 +114,8 @@ use fence::{
 use governed::{
     a_flood_of_one_workflow_does_not_starve_another, a_held_or_open_remote_lane_is_offered_only_its_probe,
     a_limited_connections_rows_go_to_their_workflows_lane_at_start,
-    a_remote_lane_is_offered_within_its_limit_across_processes, a_workers_own_limits_hold_with_the_deployments,
+    a_remote_lane_is_offered_round_robin_across_workflows, a_remote_lane_is_offered_within_its_limit_across_processes,
+    a_workers_own_limits_hold_with_the_deployments,
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
 use inbox::the_inbox_groups_runs_in_attention_oldest_first;
@@ -242,6 +243,7 @@ conformance!(Current in connections_on_sqlite, connections_on_postgres:
     a_held_or_open_remote_lane_is_offered_only_its_probe,
     a_flood_of_one_workflow_does_not_starve_another,
     a_limited_connections_rows_go_to_their_workflows_lane_at_start,
+    a_remote_lane_is_offered_round_robin_across_workflows,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:

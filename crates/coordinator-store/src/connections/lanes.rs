@@ -1,8 +1,8 @@
-//! The lanes of a connection claimed under limits: one per workflow
-//! ([`limited_lane`]: `{connection}/{workflow}`; names have no `/`), so that
+//! The lanes of a connection whose rows wait in lanes (a remote
+//! connection's, or one claimed under limits): one per workflow
+//! ([`workflow_lane`]: `{connection}/{workflow}`; names have no `/`), so that
 //! each workflow's due rows are in an index of their own, read in due order
 //! and a few at a time (`limits`), however many another workflow has queued.
-//! A remote connection's lane is its name alone.
 //!
 //! Which lanes a connection has is read from the queue itself, not from a
 //! list the engine keeps: a skip over the distinct lanes of the outbox's lane
@@ -16,8 +16,8 @@ use crate::{Store, StoreError};
 /// What separates a limited connection's name from the workflow in a lane.
 pub(crate) const SUB: char = '/';
 
-/// The lane of `workflow`'s rows of a connection claimed under limits.
-pub fn limited_lane(connection: &str, workflow: &str) -> String {
+/// The lane of `workflow`'s rows of a connection whose rows wait in lanes.
+pub fn workflow_lane(connection: &str, workflow: &str) -> String {
     format!("{connection}{SUB}{workflow}")
 }
 
@@ -49,6 +49,11 @@ const LANE_ROWS_PG: &str = "UPDATE outbox SET lane = conn || '/' || \
 
 /// The lanes of connection `name` in the outbox now (see the module doc).
 pub(crate) async fn of(tx: &mut Tx, name: &str) -> Result<Vec<String>, StoreError> {
+    of_each(tx, std::slice::from_ref(&name.to_owned())).await
+}
+
+/// The lanes of every connection of `names` in the outbox now.
+pub(crate) async fn of_each(tx: &mut Tx, names: &[String]) -> Result<Vec<String>, StoreError> {
     let sql = match tx.dialect() {
         Dialect::Pg => LANES_PG,
         Dialect::Sqlite => LANES_SQLITE,
@@ -56,14 +61,14 @@ pub(crate) async fn of(tx: &mut Tx, name: &str) -> Result<Vec<String>, StoreErro
     let mut lanes = Vec::new();
     for row in tx.fetch_all(sql, Vec::new()).await? {
         let lane: String = row.get(0)?;
-        if of_connection(&lane, name) {
+        if names.iter().any(|name| of_connection(&lane, name)) {
             lanes.push(lane);
         }
     }
     Ok(lanes)
 }
 
-/// Whether `lane` is one of connection `name`'s limited lanes.
+/// Whether `lane` is one of connection `name`'s lanes.
 fn of_connection(lane: &str, name: &str) -> bool {
     match lane.split_once(SUB) {
         Some((connection, _)) => connection == name,
@@ -107,7 +112,7 @@ mod tests {
 
     #[test]
     fn a_connections_lanes_are_its_workflows_and_its_own_name() {
-        let lane = limited_lane("messaging", "reviewed-notice");
+        let lane = workflow_lane("messaging", "reviewed-notice");
         assert_eq!(lane, "messaging/reviewed-notice");
         assert!(of_connection(&lane, "messaging"));
         assert!(of_connection("messaging", "messaging"), "an earlier release's lane");

@@ -15,8 +15,8 @@
 //! are written back with the claim; tokens granted for rows that were not
 //! there are given back.
 //!
-//! A remote connection's lane (one, its name) is governed the same way where
-//! it is offered ([`Take::Offer`], from `remote`): under runtime.yaml's
+//! A remote connection's lanes (one per workflow too) are governed the same
+//! way where they are offered ([`Take::Offer`], from `remote`): under runtime.yaml's
 //! limits ([`Store::set_offer_limits`]) and the polling worker's own, the
 //! stricter bound of each. An offer holds its permit until the worker
 //! acquires the row (the lease then holds it) or the assignment window runs
@@ -232,10 +232,7 @@ impl Store {
             tx.commit().await?;
             return Ok((Vec::new(), None));
         }
-        let lanes = match take {
-            Take::Claim(_) => super::lanes::of(&mut tx, name).await?,
-            Take::Offer => vec![name.to_owned()],
-        };
+        let lanes = super::lanes::of(&mut tx, name).await?;
         if lanes.is_empty() {
             // Nothing queued for it at all.
             tx.commit().await?;

@@ -29,7 +29,7 @@ use std::sync::{Mutex, RwLock};
 
 use coordinator_core::pace::Limits;
 
-pub use lanes::limited_lane;
+pub use lanes::workflow_lane;
 pub use pace::PaceView;
 
 use crate::audit::{self, Line};

@@ -11,7 +11,7 @@ use coordinator_core::machine::compiled::Workflow;
 use coordinator_core::pace::{BreakerChange, BreakerSettings, Health, Limits};
 use coordinator_store::{
     Admission, Claim, ClaimLimits, ConnectionState, Decision, Due, EagerLease, Guarded, PaceView, Pause, Store,
-    StoreError, WorkScope, limited_lane,
+    StoreError, WorkScope, workflow_lane,
 };
 
 use super::support::{T0, TestDb, deciding, first, new_run, put_flagship_package, raw_count, run_id, workflow};
@@ -256,7 +256,7 @@ async fn in_flight(db: &TestDb, now: i64) -> i64 {
 pub(crate) async fn a_concurrency_limit_holds_across_two_processes(db: &TestDb) {
     let wf = workflow();
     for n in 1..=5 {
-        admit_to(db, &wf, n, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
+        admit_to(db, &wf, n, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
     }
     let other = two_limited(db, Limits { concurrency: Some(2), ..Limits::default() }).await;
     let t = T0 + 100;
@@ -292,7 +292,7 @@ pub(crate) async fn a_concurrency_limit_holds_across_two_processes(db: &TestDb) 
 pub(crate) async fn a_rate_limit_is_one_bucket_for_every_process(db: &TestDb) {
     let wf = workflow();
     for n in 1..=10 {
-        admit_to(db, &wf, n, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
+        admit_to(db, &wf, n, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
     }
     let rate = Limits { rate_per_second: Some(2.0), burst: Some(2), ..Limits::default() };
     let other = two_limited(db, rate).await;
@@ -312,7 +312,7 @@ pub(crate) async fn a_rate_limit_is_one_bucket_for_every_process(db: &TestDb) {
 
 pub(crate) async fn a_paused_limited_connection_is_neither_claimed_nor_due(db: &TestDb) {
     let wf = workflow();
-    admit_to(db, &wf, 1, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
+    admit_to(db, &wf, 1, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
     db.set_limits(std::iter::once(("breg".to_owned(), Limits { concurrency: Some(2), ..Limits::default() })).collect());
     ok(db.pause_connection("breg", T0 + 5, "ops", "stop").await, "pause");
     let due = ok(db.claim_due(WorkScope::All, T0 + 10, "w1", LEASE_MS, work(10)).await, "paused");
@@ -327,14 +327,14 @@ pub(crate) async fn a_limit_is_shared_round_robin_across_workflows(db: &TestDb) 
     let wf = workflow();
     // Workflow reviewed-notice floods the connection first; a second workflow's runs come later.
     for n in 1..=8 {
-        admit_to(db, &wf, n, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
+        admit_to(db, &wf, n, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
     }
     let mut others = Vec::new();
     for n in 9..=10 {
         let mut new = new_run(&wf, &run_id(n), "alice", None, T0 + i64::from(n));
         new.workflow = "other-workflow".to_owned();
         let connections = vec![(READ.to_owned(), "breg".to_owned())];
-        let lanes = vec![(READ.to_owned(), limited_lane("breg", "other-workflow"))];
+        let lanes = vec![(READ.to_owned(), workflow_lane("breg", "other-workflow"))];
         let decision = Decision { connections, lanes, ..first(&wf, &new) };
         match db.admit(&new, || Ok::<_, StoreError>(decision)).await {
             Ok(Admission::Created(id)) => others.push(id),

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use coordinator_core::pace::{Health, Limits};
-use coordinator_store::{Decision, GuardedAdmission, Store, StoreError, WorkItem, WorkScope, limited_lane};
+use coordinator_store::{Decision, GuardedAdmission, Store, StoreError, WorkItem, WorkScope, workflow_lane};
 
 use super::connections::{FLAGSHIP, READ, admit_to, runs_of, two_failures, work};
 use super::support::{T0, TestDb, first, new_run, put_flagship_package, raw_count, run_id, workflow};
@@ -133,7 +133,7 @@ pub(crate) async fn a_flood_of_one_workflow_does_not_starve_another(db: &TestDb)
     put_flagship_package(db, &wf).await;
     ok(db.activate("reviewed-notice", &wf.revision, T0, None).await, "activate");
     let connections = vec![(READ.to_owned(), "breg".to_owned())];
-    let lanes = vec![(READ.to_owned(), limited_lane("breg", FLAGSHIP))];
+    let lanes = vec![(READ.to_owned(), workflow_lane("breg", FLAGSHIP))];
     let mut n = 1;
     while n <= FLOOD {
         let batch: Vec<GuardedAdmission> = (n..(n + 1_000).min(FLOOD + 1))
@@ -150,7 +150,7 @@ pub(crate) async fn a_flood_of_one_workflow_does_not_starve_another(db: &TestDb)
     // Another workflow's run comes after the whole flood.
     let mut new = new_run(&wf, &run_id(FLOOD + 1), "bob", None, T0 + 2);
     new.workflow = "other-workflow".to_owned();
-    let lanes = vec![(READ.to_owned(), limited_lane("breg", "other-workflow"))];
+    let lanes = vec![(READ.to_owned(), workflow_lane("breg", "other-workflow"))];
     let decision = Decision { connections, lanes, ..first(&wf, &new) };
     match db.admit(&new, || Ok::<_, StoreError>(decision)).await {
         Ok(coordinator_store::Admission::Created(_)) => {}
@@ -168,11 +168,38 @@ pub(crate) async fn a_limited_connections_rows_go_to_their_workflows_lane_at_sta
     let wf = workflow();
     admit_to(db, &wf, 1, "breg", None).await;
     admit_to(db, &wf, 2, "breg", Some("breg")).await;
-    admit_to(db, &wf, 3, "breg", Some(&limited_lane("breg", FLAGSHIP))).await;
+    admit_to(db, &wf, 3, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
     let limited = vec!["breg".to_owned()];
     assert_eq!(ok(db.clear_lanes(&[], &limited).await, "clear"), 0, "a limited connection's lanes are kept");
     assert_eq!(ok(db.lane_rows(&limited).await, "lane"), 2, "queued before the limit, or in its own name's lane");
     let laned = raw_count(db, "SELECT count(*) FROM outbox WHERE lane = 'breg/reviewed-notice'").await;
     assert_eq!(laned, 3);
     assert_eq!(ok(db.clear_lanes(&[], &[]).await, "no longer limited"), 3, "served in-process again");
+}
+
+pub(crate) async fn a_remote_lane_is_offered_round_robin_across_workflows(db: &TestDb) {
+    let wf = workflow();
+    for n in 1..=6 {
+        admit_to(db, &wf, n, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
+    }
+    let mut new = new_run(&wf, &run_id(7), "alice", None, T0 + 7);
+    new.workflow = "other-workflow".to_owned();
+    let connections = vec![(READ.to_owned(), "breg".to_owned())];
+    let lanes = vec![(READ.to_owned(), workflow_lane("breg", "other-workflow"))];
+    let decision = Decision { connections, lanes, ..first(&wf, &new) };
+    match db.admit(&new, || Ok::<_, StoreError>(decision)).await {
+        Ok(coordinator_store::Admission::Created(_)) => {}
+        other => panic!("the other workflow's admission: {other:?}"),
+    }
+    let t = T0 + 100;
+    assert_eq!(ok(db.offered_work(&breg(), t).await, "due"), Some(t), "a connection's lanes are its workflows'");
+    db.set_offer_limits(std::iter::once(("breg".to_owned(), concurrency(2))).collect());
+    let offered: Vec<String> = offer(db, t, "offer:w1").await.into_iter().map(|item| item.run_id).collect();
+    assert_eq!(offered.len(), 2, "{offered:?}");
+    assert!(offered.contains(&run_id(1)) && offered.contains(&run_id(7)), "each workflow's oldest: {offered:?}");
+
+    // Without limits, every lane of the connection is offered.
+    db.set_offer_limits(BTreeMap::new());
+    let rest = offer(db, t, "offer:w2").await;
+    assert_eq!(rest.len(), 5, "{rest:?}");
 }

@@ -117,7 +117,8 @@ async fn to_lane(
         let note = Note { trace_parent: run.trace_parent, reason, remark: None };
         return reports.apply(Claim::Work(item), event, wf, note, None).await;
     }
-    let relaned = engine.store.relane(&item, &engine.owner, Some(&lane)).await?;
+    let workflow_lane = coordinator_store::workflow_lane(&lane, &wf.definition.workflow);
+    let relaned = engine.store.relane(&item, &engine.owner, Some(&workflow_lane)).await?;
     if relaned {
         engine.lane_work_queued();
     }

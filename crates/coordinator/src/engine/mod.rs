@@ -536,13 +536,8 @@ impl Engine {
                 Vec::new()
             } else {
                 let lane_of = |c: &str| {
-                    if self.remote.contains_key(c) {
-                        Some(c.to_owned())
-                    } else if self.limits.contains_key(c) {
-                        Some(coordinator_store::limited_lane(c, &wf.definition.workflow))
-                    } else {
-                        None
-                    }
+                    (self.remote.contains_key(c) || self.limits.contains_key(c))
+                        .then(|| coordinator_store::workflow_lane(c, &wf.definition.workflow))
                 };
                 crate::dispatch::remote::lanes(lane_of, wf, &t.actions)
             },

@@ -211,7 +211,7 @@ fn a_worker_killed_before_acquiring_lets_another_worker_finish_the_run() {
         let mut offered = false;
         for _ in 0..600 {
             let count: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM outbox WHERE lane = 'messaging' AND lease_owner LIKE 'offer:%'",
+                "SELECT count(*) FROM outbox WHERE lane LIKE 'messaging/%' AND lease_owner LIKE 'offer:%'",
             )
             .fetch_one(&pool)
             .await

@@ -64,8 +64,8 @@ pub(crate) fn call_of<'a>(wf: &'a Workflow, step: &'a str) -> Option<&'a str> {
 }
 
 /// The (step, lane) of every row `actions` queue for a connection that
-/// `lane_of` puts in a lane: a remote one (its name), or one claimed under
-/// limits (`coordinator_store::limited_lane`).
+/// `lane_of` puts in a lane (a remote one, or one claimed under limits: the
+/// workflow's lane of it, `coordinator_store::workflow_lane`).
 pub(crate) fn lanes(
     lane_of: impl Fn(&str) -> Option<String>,
     wf: &Workflow,
