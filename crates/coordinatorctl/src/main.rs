@@ -212,7 +212,7 @@ enum Command {
         /// The package file.
         #[arg(long, value_name = "FILE")]
         package: PathBuf,
-        /// The digest to pin (sha256:<hex>); default: the digest of the file.
+        /// The digest to pin (sha256: and 64 hex digits); default: the digest of the file.
         #[arg(long)]
         digest: Option<String>,
         #[command(flatten)]
