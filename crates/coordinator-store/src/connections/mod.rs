@@ -24,7 +24,6 @@ pub(crate) mod pace;
 pub(crate) mod probes;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use coordinator_core::pace::Limits;
@@ -88,7 +87,7 @@ const STATE: &str = concat!(
     pace::pace_columns!(),
     " FROM connections WHERE name = $1"
 );
-const ANY_PAUSED: &str = "SELECT count(*) FROM connections WHERE paused_at IS NOT NULL";
+const PAUSED_NAMES: &str = "SELECT name FROM connections WHERE paused_at IS NOT NULL";
 const PAUSE: &str = "INSERT INTO connections (name, paused_by, paused_at, paused_reason) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (name) DO UPDATE SET paused_by = excluded.paused_by, paused_at = excluded.paused_at, \
      paused_reason = excluded.paused_reason WHERE connections.paused_at IS NULL";
@@ -121,7 +120,6 @@ pub struct ConnectionState {
 /// and the pace of each that is not settled (by name).
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
-    any_paused: AtomicBool,
     /// The connections last read paused, by name.
     paused: Mutex<HashSet<String>>,
     unsettled: Mutex<HashMap<String, PaceView>>,
@@ -142,7 +140,7 @@ impl Memory {
 
     /// Whether a pause, a hold or a breaker not closed holds any connection back at `now`.
     fn any_blocked(&self, now: i64) -> bool {
-        self.any_paused.load(Ordering::Relaxed)
+        !self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_empty()
             || self
                 .unsettled
                 .lock()
@@ -161,14 +159,8 @@ impl Memory {
         unsettled.get(name).is_some_and(|p| p.breaker == "open" || p.hold_until > now)
     }
 
-    fn remember_paused(&self, name: &str, paused: bool) {
-        let mut names = self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if paused {
-            names.insert(name.to_owned());
-        } else {
-            names.remove(name);
-        }
-        self.any_paused.store(!names.is_empty(), Ordering::Relaxed);
+    fn remember_paused(&self, names: HashSet<String>) {
+        *self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = names;
     }
 
     fn remember(&self, name: &str, pace: &PaceView, now: i64) {
@@ -188,8 +180,7 @@ impl Store {
         let rows = tx.fetch_all(STATES, Vec::new()).await?;
         let states = rows.iter().map(state_of).collect::<Result<Vec<_>, _>>()?;
         let paused: HashSet<String> = states.iter().filter(|s| s.paused.is_some()).map(|s| s.name.clone()).collect();
-        self.connections.any_paused.store(!paused.is_empty(), Ordering::Relaxed);
-        *self.connections.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = paused;
+        self.connections.remember_paused(paused);
         Ok(states)
     }
 
@@ -227,8 +218,9 @@ impl Store {
                 Line { kind: CONNECTION, step: None, detail: format!("connection {name} paused: {reason}").into() };
             audit::append(&mut tx, None, at, Some(by), &[line]).await?;
         }
+        let paused = paused_names(&mut tx).await?;
         tx.commit().await?;
-        self.connections.remember_paused(name, true);
+        self.connections.remember_paused(paused);
         Ok((pause, placed))
     }
 
@@ -254,14 +246,10 @@ impl Store {
             audit::append(&mut tx, None, at, Some(by), &[line]).await?;
             wakeups::notify(&mut tx);
         }
-        let still: i64 = match tx.fetch_optional(ANY_PAUSED, Vec::new()).await? {
-            Some(row) => row.get(0)?,
-            None => 0,
-        };
+        // Every pause in force, another process's too.
+        let paused = paused_names(&mut tx).await?;
         tx.commit().await?;
-        self.connections.remember_paused(name, false);
-        // Another process's pauses, which this one may not have read yet.
-        self.connections.any_paused.fetch_or(still > 0, Ordering::Relaxed);
+        self.connections.remember_paused(paused);
         Ok(if lifted { before } else { None })
     }
 
@@ -273,7 +261,7 @@ impl Store {
 
     /// Whether this process last read a connection paused.
     pub fn any_connection_paused(&self) -> bool {
-        self.connections.any_paused.load(Ordering::Relaxed)
+        !self.connections.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_empty()
     }
 
     /// The eager lease a batch or an admission at `now` may take: none while
@@ -330,6 +318,11 @@ impl Store {
     pub(crate) fn remember_pace(&self, name: &str, pace: &PaceView, now: i64) {
         self.connections.remember(name, pace, now);
     }
+}
+
+/// The connections paused now, by name.
+async fn paused_names(tx: &mut crate::db::Tx) -> Result<HashSet<String>, StoreError> {
+    tx.fetch_all(PAUSED_NAMES, Vec::new()).await?.iter().map(|row| row.get(0)).collect()
 }
 
 /// A `STATES` row.

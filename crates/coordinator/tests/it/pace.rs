@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::deploy::EAGER;
-use crate::support::stack::{Stack, StackOptions, attempts, in_connection};
+use crate::support::stack::{Stack, StackOptions, attempts, with_field};
 use crate::support::{get, journal, metric, metrics, on_runtime, until_state};
 
 const NOTICE: &str = "submit-message/v1";
@@ -91,14 +91,8 @@ fn a_retry_after_stops_every_runs_requests_to_that_product() {
 #[test]
 fn a_product_down_gets_only_probes_until_it_answers_again() {
     on_runtime(async {
-        let breaker = |yaml: String| {
-            in_connection(
-                &yaml,
-                "messaging",
-                "product: messaging",
-                "product: messaging\n    breaker: {openAfterFailures: 2, probeEverySeconds: 2}",
-            )
-        };
+        let breaker =
+            |yaml: String| with_field(&yaml, "messaging", "breaker: {openAfterFailures: 2, probeEverySeconds: 2}");
         let stack = Stack::start(stack_options(Some(Box::new(breaker)))).await;
         stack.fault("messaging", json!({"operation": NOTICE, "fault": "unavailable", "count": 1_000_000})).await;
         let first = stack.admit("down-1").await;
@@ -146,9 +140,7 @@ fn a_product_down_gets_only_probes_until_it_answers_again() {
 
 /// The stack with `limits` written on messaging.
 async fn limited_stack(limits: &'static str) -> Stack {
-    let edit = move |yaml: String| {
-        in_connection(&yaml, "messaging", "product: messaging", &format!("product: messaging\n    limits: {limits}"))
-    };
+    let edit = move |yaml: String| with_field(&yaml, "messaging", &format!("limits: {limits}"));
     Stack::start(stack_options(Some(Box::new(edit)))).await
 }
 
@@ -204,14 +196,8 @@ const LOAD: usize = 30;
 #[test]
 fn a_product_down_in_the_middle_of_a_load_gets_only_probes_and_every_run_finishes() {
     on_runtime(async {
-        let breaker = |yaml: String| {
-            in_connection(
-                &yaml,
-                "messaging",
-                "product: messaging",
-                "product: messaging\n    breaker: {openAfterFailures: 3, probeEverySeconds: 2}",
-            )
-        };
+        let breaker =
+            |yaml: String| with_field(&yaml, "messaging", "breaker: {openAfterFailures: 3, probeEverySeconds: 2}");
         let stack = Stack::start(stack_options(Some(Box::new(breaker)))).await;
         let mut runs = Vec::new();
         for n in 0..LOAD / 3 {

@@ -4,28 +4,19 @@
 //! other notice while the dead process's lease lives, and once it ran out
 //! every other run's notice goes: the permit came back, none leaked.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::support::deploy::{deployment, eager_flagship, package_of, sqlite_url};
 use crate::support::process::{self, Process};
-use crate::support::stack::in_connection;
+use crate::support::stack::add_field;
 use crate::support::{admit, fault, on_runtime, tempdir, until_state};
 
 /// The connections' timeouts (s): the lease is 2 × (1 + 5) + 10 = 22 s.
 const CONNECT: u64 = 1;
 const REQUEST: u64 = 5;
 const LEASE_MS: u64 = 2 * (CONNECT + REQUEST) * 1000 + 10_000;
-
-/// Writes `limits` on messaging in the runtime.yaml at `path`.
-fn limit_messaging(path: &Path, limits: &str) {
-    let yaml = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{e}"));
-    let edited =
-        in_connection(&yaml, "messaging", "product: messaging", &format!("product: messaging\n    limits: {limits}"));
-    std::fs::write(path, edited).unwrap_or_else(|e| panic!("{e}"));
-}
 
 #[test]
 fn a_process_killed_holding_a_permit_holds_it_no_longer_than_its_lease() {
@@ -35,7 +26,7 @@ fn a_process_killed_holding_a_permit_holds_it_no_longer_than_its_lease() {
         spec.project = eager_flagship(dir.path());
         (spec.connect_seconds, spec.request_seconds) = (CONNECT, REQUEST);
         let runtime = spec.write(dir.path());
-        limit_messaging(&runtime, "{concurrency: 1}");
+        add_field(&runtime, "messaging", "limits: {concurrency: 1}");
         let (url, revision) = (spec.url(), package_of(&spec.project).revision);
         let log = dir.path().join("coordinator.log");
         process::migrate(&runtime);

@@ -17,20 +17,12 @@ use serde_json::{Value, json};
 
 use crate::support::deploy::{DeploymentSpec, eager_flagship, free_ports, package_of, until_finished};
 use crate::support::process::{Process, serve_each};
-use crate::support::stack::in_connection;
+use crate::support::stack::add_field;
 use crate::support::workers::{self, WORKER_TOKEN, access_with_worker};
 use crate::support::{admit, authorized_client, fault, get, on_runtime, pg, tempdir, until_state};
 
 const RUNS: usize = 12;
 const NOTICE: &str = "submit-message/v1";
-
-/// Writes `limits` under messaging in the file at `path` (runtime.yaml or worker.yaml).
-fn limit(path: &std::path::Path, limits: &str) {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let edited =
-        in_connection(&text, "messaging", "product: messaging", &format!("product: messaging\n    limits: {limits}"));
-    std::fs::write(path, edited).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-}
 
 /// Runs [`RUNS`] runs through two processes and their workers, with these
 /// limits on messaging (runtime.yaml's, each worker's); the most requests
@@ -56,7 +48,7 @@ async fn most_in_flight(deployment: Option<&str>, worker: Option<&str>) -> usize
         };
         let runtime = one.write(&place);
         if let Some(limits) = deployment {
-            limit(&runtime, limits);
+            add_field(&runtime, "messaging", &format!("limits: {limits}"));
         }
         runtimes.push(runtime);
     }
@@ -69,7 +61,7 @@ async fn most_in_flight(deployment: Option<&str>, worker: Option<&str>) -> usize
         let config =
             workers::write_worker(&dir.path().join(format!("w{i}")), &grpc, &sims.base, &["messaging"], WORKER_TOKEN);
         if let Some(limits) = worker {
-            limit(&config, limits);
+            add_field(&config, "messaging", &format!("limits: {limits}"));
         }
         polling.push(Process::worker(&config, &dir.path().join(format!("w{i}.log"))));
     }
@@ -125,11 +117,7 @@ fn a_remote_product_down_gets_only_probes_from_the_workers() {
         let place = dir.path().join("coordinator");
         std::fs::create_dir_all(&place).unwrap_or_else(|e| panic!("{e}"));
         let runtime = spec.write(&place);
-        let breaker = "    breaker: {openAfterFailures: 2, probeEverySeconds: 2}\n";
-        let text = std::fs::read_to_string(&runtime).unwrap_or_default();
-        let remote = "    dispatch: remote\n    workers: [worker-1]\n";
-        std::fs::write(&runtime, text.replacen(remote, &format!("{remote}{breaker}"), 1))
-            .unwrap_or_else(|e| panic!("{e}"));
+        add_field(&runtime, "messaging", "breaker: {openAfterFailures: 2, probeEverySeconds: 2}");
         let serve = serve_each(&[runtime], &[spec.url()], &place).await;
         fault(&sims.base, "messaging", json!({"operation": NOTICE, "fault": "unavailable", "count": 1_000_000})).await;
         let grpc = format!("http://127.0.0.1:{}", ports[1]);

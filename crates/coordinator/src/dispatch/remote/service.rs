@@ -238,32 +238,17 @@ impl TaskService for TaskApi {
             principal.subject(),
             if reason.is_empty() { String::new() } else { format!("; {reason}") },
         );
-        let took = Took { answered, elapsed: Duration::from_millis(request.elapsed_ms) };
-        if let Some(health) = health_of(request.health, request.retry_after_ms) {
-            // Before the answer's decision queues a retry, as for an in-process answer: a
-            // failure that opens the breaker holds that retry back too.
-            self.pace(&item.run_id, &item.step, health, &reason).await;
-        }
+        let took = Took {
+            answered,
+            elapsed: Duration::from_millis(request.elapsed_ms),
+            health: health_of(request.health, request.retry_after_ms),
+        };
         let accepted = self.report(&principal, owner, item, event, &detail, reason, took).await?;
         Ok(Response::new(ReportTaskResultResponse { accepted }))
     }
 }
 
 impl TaskApi {
-    /// Takes in what a report says of its connection's product (the shared
-    /// pace and breaker), as an in-process answer's is, before the report is
-    /// applied; a failure to find the connection changes nothing (the report
-    /// is applied all the same). A report sent again after its answer was
-    /// lost is counted again: one more failure in a row, at worst.
-    async fn pace(&self, run_id: &str, step: &str, health: Health, why: &str) {
-        let engine = &self.engine;
-        let Ok(Some(revision)) = engine.store.revision_of(run_id).await else { return };
-        let Ok(wf) = engine.workflow(&revision).await else { return };
-        if let Some(connection) = crate::dispatch::remote::connection_of(&wf, step) {
-            engine.pace_health(connection, health, why).await;
-        }
-    }
-
     /// Applies a report under the lease's fence; says whether it was (now or before) applied.
     #[allow(clippy::too_many_arguments, reason = "the parts of one report, each used once")]
     async fn report(
@@ -283,6 +268,14 @@ impl TaskApi {
             return Ok(false);
         };
         let wf = engine.workflow(&row.revision).await.map_err(engine_status)?;
+        if let Some(health) = took.health
+            && let Some(connection) = crate::dispatch::remote::connection_of(&wf, &item.step)
+        {
+            // What the answer says of the product, taken in before its decision queues a retry (as
+            // for an in-process answer): a failure that opens the breaker holds that retry back too.
+            // A report sent again after its answer was lost counts again: one more failure, at worst.
+            engine.pace_health(connection, health, &reason).await;
+        }
         let note = Note { trace_parent: row.trace_parent.clone(), reason: Some(reason), remark: None };
         let holder = lease_owner(principal.subject(), owner);
         let request = (request_kind(item.kind), crate::dispatch::remote::call_of(&wf, &item.step).map(str::to_owned));
@@ -321,12 +314,14 @@ impl TaskApi {
     }
 }
 
-/// What a worker said its request took.
+/// What a worker said of its request: what it took and what it says of the product.
 struct Took {
     /// The answer's kind (`accepted`, `pending`, …).
     answered: &'static str,
     /// The request's duration.
     elapsed: Duration,
+    /// What the answer says of the product's health (`None`: the worker did not say).
+    health: Option<Health>,
 }
 
 /// The `request` label of the product request metric.

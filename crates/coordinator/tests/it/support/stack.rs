@@ -75,6 +75,18 @@ pub fn in_connection(yaml: &str, connection: &str, from: &str, to: &str) -> Stri
     format!("{}{}{}", &yaml[..start], block.replace(from, to), &yaml[end..])
 }
 
+/// `yaml` (a runtime.yaml or worker.yaml) with `field`, one line such as
+/// `limits: {concurrency: 4}`, added to connection `connection`.
+pub fn with_field(yaml: &str, connection: &str, field: &str) -> String {
+    in_connection(yaml, connection, "    product: ", &format!("    {field}\n    product: "))
+}
+
+/// Adds `field` to connection `connection` of the runtime.yaml or worker.yaml at `path` ([`with_field`]).
+pub fn add_field(path: &std::path::Path, connection: &str, field: &str) {
+    let yaml = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::fs::write(path, with_field(&yaml, connection, field)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 impl Stack {
     /// Starts simulators and a migrated, served deployment of the flagship as `options` say.
     pub async fn start(options: StackOptions) -> Stack {
