@@ -8,7 +8,7 @@
 //!
 //! The runs are new, so none of their rows exist: a delete in a first
 //! decision has nothing to remove and is skipped. A first decision whose
-//! writes must keep their order ([`batch::groupable`](crate::batch::groupable) says no) is not sent this
+//! writes must keep their order ([`grouped::groupable`](crate::grouped::groupable) says no) is not sent this
 //! way; nor is an admission from a trigger event (its event row is written in
 //! the same transaction, [`Store::admit_in`](crate::Store::admit_in)). A run whose idempotency key was
 //! taken first — by an earlier admission or by another of the same statement
@@ -18,15 +18,22 @@
 //! Eager dispatch (`commit_leases`): given a lease, a first decision's rows that a
 //! claim would take at once are inserted leased to the admitting process's
 //! worker (at most the lease's rows) and handed back with the run, so the
-//! first step needs no claim round.
+//! first step needs no claim round. Rows of a connection under `limits` are
+//! leased as far as its pace grants (`connections::eager`): that needs the
+//! connection row's lock until the admission commits, so such admissions
+//! are sent in a transaction of their own (`Store::admit_guarded_batch`).
+
+use std::collections::BTreeMap;
+
+use coordinator_core::pace::Limits;
 
 use crate::StoreError;
 use crate::audit::Line;
 use crate::audit::rows;
-use crate::batch::{Grouped, groupable};
 use crate::claims::in_work_order;
 use crate::commit_leases;
 use crate::db::{Arg, Tx};
+use crate::grouped::{Grouped, groupable};
 use crate::persist::{Write, decision_writes};
 use crate::snapshot_frame;
 use crate::types::{ClaimedRun, Decision, EagerLease, NewRun, WorkItem, WorkKind};
@@ -205,7 +212,8 @@ pub(crate) fn add_writes<'a>(
 }
 
 /// Admits each of `runs` with its first decision in one statement on `conn`
-/// (a PostgreSQL handle outside any transaction, `Pool::begin_read`);
+/// (a PostgreSQL handle outside any transaction, `Pool::begin_read`, or a
+/// transaction when rows of connections under `limits` may be leased);
 /// `guarded`: each only while its admission's gate is open (no hold, its
 /// revision active), else [`AtOnce::KeyTaken`] stands for either. Rows leased
 /// at once are leased to `owner`. One answer per run, in order.
@@ -214,9 +222,10 @@ pub(crate) async fn admit(
     runs: &[Admitting<'_>],
     guarded: bool,
     owner: Option<&str>,
+    limits: &BTreeMap<String, Limits>,
 ) -> Result<Vec<AtOnce>, StoreError> {
     let (mut columns, mut grouped, mut journal, mut until) =
-        (Runs::default(), Grouped::default(), Vec::new(), Vec::new());
+        (Runs::default(), Grouped::governing(limits), Vec::new(), Vec::new());
     let (mut sent, mut wakes) = (Vec::with_capacity(runs.len()), false);
     for a in runs {
         match add_writes(a, &mut grouped, &mut journal, &mut until)? {
@@ -231,6 +240,9 @@ pub(crate) async fn admit(
     if columns.id.is_empty() {
         return Ok(runs.iter().map(|_| AtOnce::NotThisWay).collect());
     }
+    let now = runs.iter().map(|a| a.new.admitted_at).max().unwrap_or(0);
+    let room = runs.iter().filter_map(|a| a.lease).map(|l| l.rows).sum();
+    wakes |= grouped.lease_governed(conn, limits, room, now).await?;
     // The journal's rows (`audit::rows`): each run's lines, at most GROUP_MAX a row.
     let lines: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, l)| (Some(*run), l)).collect();
     let (firsts, mores) = rows::pending(&lines)?;
@@ -258,7 +270,7 @@ pub(crate) async fn admit(
         Arg::Texts(firsts.iter().map(|(_, l)| l.detail.clone().into_owned()).collect()),
         Arg::MaybeTexts(mores),
         Arg::MaybeTexts(q.7.clone()),
-        runs.iter().map(|a| a.new.admitted_at).max().unwrap_or(0).into(),
+        now.into(),
     ]);
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     let mut created = std::collections::HashSet::new();

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use crate::StoreError;
 use crate::admissions_pg::{Admitting, Runs, add_writes};
 use crate::audit::{Line, rows};
-use crate::batch::Grouped;
 use crate::db::Tx;
+use crate::grouped::Grouped;
 
 /// `j.value` (a run of `$1`) may be admitted: no hold, its revision active.
 macro_rules! gate_sql {

@@ -6,7 +6,7 @@
 //! the version read in one statement (`json_each` over the batch as JSON,
 //! snapshot bytes as hex), and the decisions' rows are written in a
 //! statement per kind of write for the whole batch where a decision's
-//! writes allow it ([`batch::groupable`](crate::batch::groupable): deletes first, then upserts), else
+//! writes allow it ([`grouped::groupable`](crate::grouped::groupable): deletes first, then upserts), else
 //! one after another in its order ([`persist::execute`](crate::persist::execute)). Then the audit
 //! entries are chained at once and, under a lease, what the reports left
 //! due is leased.
@@ -16,10 +16,11 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 
 use crate::audit::{self, Line};
-use crate::batch::{Grouped, finish, groupable, run_of};
+use crate::batch::{finish, run_of};
 use crate::claims::describe;
 use crate::commit_leases::{self, Batched};
 use crate::db::Tx;
+use crate::grouped::{Grouped, groupable};
 use crate::persist::{Write, decision_writes, timer_key};
 use crate::runs::attention_since_sql;
 use crate::types::{Claim, Decision, EagerLease};

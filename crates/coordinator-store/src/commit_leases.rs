@@ -40,15 +40,32 @@ pub struct Batched {
 /// Whether `write` queues a row a claim at `at` would take under `lease`,
 /// for a run `held` (or not) once the decision committed.
 pub(crate) fn leases(write: &Write<'_>, at: i64, held: bool, lease: Option<EagerLease>) -> bool {
-    let Some(lease) = lease else { return false };
-    match write {
-        Write::QueueWork { kind, not_before, lane: None, .. } => {
-            let due = not_before.is_none_or(|t| t <= at);
-            let receipt = *kind == WorkKind::Receipt;
-            due && (receipt || (!held && lease.scope == WorkScope::All))
+    match (write, lease) {
+        (Write::QueueWork { kind, not_before, lane: None, .. }, Some(lease)) => {
+            claimable(*kind, *not_before, at, held, lease)
         }
         _ => false,
     }
+}
+
+/// The connection of `write`'s row when it is queued in a lane and would
+/// be leased under `lease` otherwise ([`leases`]'s other rules): leased at
+/// once only as far as a limited connection's pace grants
+/// (`connections::eager`); a remote connection's rows never are.
+pub(crate) fn leases_in_lane<'a>(write: &Write<'a>, at: i64, held: bool, lease: Option<EagerLease>) -> Option<&'a str> {
+    match (write, lease) {
+        (Write::QueueWork { kind, not_before, lane: Some(_), conn: Some(conn), .. }, Some(lease)) => {
+            claimable(*kind, *not_before, at, held, lease).then_some(*conn)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a claim at `at` under `lease` takes a row of `kind` due at
+/// `not_before` (none: at once) of a run `held` or not.
+fn claimable(kind: WorkKind, not_before: Option<i64>, at: i64, held: bool, lease: EagerLease) -> bool {
+    let due = not_before.is_none_or(|t| t <= at);
+    due && (kind == WorkKind::Receipt || (!held && lease.scope == WorkScope::All))
 }
 
 /// SQLite: leases at most `$6` of the due unleased rows without a lane of

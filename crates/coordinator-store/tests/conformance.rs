@@ -34,6 +34,8 @@ mod connections;
 mod due;
 #[path = "conformance/eager.rs"]
 mod eager;
+#[path = "conformance/eager_limited.rs"]
+mod eager_limited;
 #[path = "conformance/events.rs"]
 mod events;
 #[path = "conformance/fence.rs"]
@@ -101,6 +103,12 @@ use eager::{
     a_batch_leases_no_more_rows_than_the_worker_has_room_for, a_batch_leases_only_what_its_scope_and_lease_allow,
     a_batch_leases_the_work_it_queues_to_its_worker, a_receipt_lookup_is_leased_in_recovery_too,
     an_admission_leases_its_first_step_to_its_worker,
+};
+use eager_limited::{
+    a_batch_counts_the_permits_of_every_process, a_batch_does_not_wait_for_a_locked_connection,
+    a_batch_leases_a_limited_connections_rows_beyond_the_claims_room,
+    a_batch_near_the_limit_leaves_every_permit_to_the_claims, a_batch_spends_the_connections_tokens,
+    an_admission_leases_a_limited_first_step_beyond_the_claims_room,
 };
 use events::{
     a_guarded_admission_writes_only_through_an_open_gate, a_refused_admission_records_no_event,
@@ -244,6 +252,12 @@ conformance!(Current in connections_on_sqlite, connections_on_postgres:
     a_flood_of_one_workflow_does_not_starve_another,
     a_limited_connections_rows_go_to_their_workflows_lane_at_start,
     a_remote_lane_is_offered_round_robin_across_workflows,
+    a_batch_leases_a_limited_connections_rows_beyond_the_claims_room,
+    a_batch_near_the_limit_leaves_every_permit_to_the_claims,
+    a_batch_counts_the_permits_of_every_process,
+    a_batch_spends_the_connections_tokens,
+    a_batch_does_not_wait_for_a_locked_connection,
+    an_admission_leases_a_limited_first_step_beyond_the_claims_room,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:

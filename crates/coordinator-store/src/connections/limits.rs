@@ -148,6 +148,11 @@ impl Store {
         asked.map_or(deployment, |asked| deployment.stricter(asked))
     }
 
+    /// The connections this process claims under limits, with their limits.
+    pub(crate) fn limits_now(&self) -> BTreeMap<String, Limits> {
+        self.connections.limits.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// The limited connections' names: their lanes.
     pub(crate) fn governed_lanes(&self) -> Vec<String> {
         self.connections.limits.read().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect()

@@ -18,6 +18,7 @@
 //! so another process's pause holds at once. The work goes through claims,
 //! which read the connections in their own statement.
 
+pub(crate) mod eager;
 pub(crate) mod lanes;
 pub(crate) mod limits;
 pub(crate) mod pace;

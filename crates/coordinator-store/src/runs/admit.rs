@@ -5,9 +5,11 @@
 //! here: the same owner, workflow and key give the run admitted before, or
 //! `KeyReused`; keys live in `admission_keys`, taken before the run row.
 
+use std::collections::BTreeMap;
+
 use crate::admissions_pg::{self, AtOnce};
 use crate::audit;
-use crate::db::{Arg, Pool, Tx};
+use crate::db::{Arg, Pool, Tx, Writer};
 use crate::persist::persist;
 use crate::types::{
     Admission, AdmissionGate, ClaimedRun, Decision, EagerLease, Guarded, GuardedAdmission, KeyedRun, NewRun,
@@ -190,7 +192,13 @@ impl Store {
             tx.commit().await?;
             return Ok(created.into_iter().map(|c| c.then(Vec::new)).collect());
         }
-        let mut conn = self.pool.begin_read().await?;
+        // A limited connection's rows are leased at once under its row's lock: in a transaction.
+        let limits = self.limits_now();
+        let governed = admissions
+            .iter()
+            .any(|a| a.lease.is_some() && a.decision.connections.iter().any(|(_, conn)| limits.contains_key(conn)));
+        let mut conn =
+            if governed { self.pool.begin_for(Writer::Request).await? } else { self.pool.begin_read().await? };
         // Read once the connection is taken, as a claim reads it.
         let fenced = crate::fence::refuse(&self.fence).is_err();
         let runs: Vec<admissions_pg::Admitting<'_>> = admissions
@@ -201,7 +209,8 @@ impl Store {
                 lease: self.eager(a.lease, a.new.admitted_at).filter(|_| !fenced),
             })
             .collect();
-        let answers = admissions_pg::admit(&mut conn, &runs, true, Some(owner)).await?;
+        let answers = admissions_pg::admit(&mut conn, &runs, true, Some(owner), &limits).await?;
+        conn.commit().await?;
         Ok(answers
             .into_iter()
             .map(|answer| match answer {
@@ -256,7 +265,7 @@ impl Store {
                 }
                 let decision = first_decision(&mut decision, &mut first)?;
                 let run = [admissions_pg::Admitting { new, decision, lease: None }];
-                match admissions_pg::admit(&mut conn, &run, false, None).await?.pop() {
+                match admissions_pg::admit(&mut conn, &run, false, None, &BTreeMap::new()).await?.pop() {
                     Some(AtOnce::Created(_)) => return Ok(Admission::Created(new.id.clone())),
                     Some(AtOnce::KeyTaken) => {
                         if let Some(existing) = find_key(&mut conn, new).await? {
