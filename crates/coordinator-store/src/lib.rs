@@ -25,6 +25,7 @@
 //! - `batch`: group commit of fenced reports: many runs' reports in one transaction.
 //! - `claims`: leases on outbox and timer rows, the fencing check, when work is next due.
 //! - `connections`: the deployment's state of each connection: an operator's pause.
+//! - `console_sessions`: console sessions ended by signing out, for every process.
 //! - `commit_leases`: eager dispatch: work a batch queues, leased at once to its committing worker.
 //! - `db`: the database layer: pool and dialect, transactions, arguments, rows, gates, LISTEN/NOTIFY.
 //! - `error`: [`StoreError`], the one error type of every layer (a leaf).
@@ -59,6 +60,7 @@ mod batch_sqlite;
 mod claims;
 mod commit_leases;
 mod connections;
+mod console_sessions;
 mod db;
 mod error;
 mod events;

@@ -41,6 +41,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (19, "revision prefix", include_str!("../migrations/sqlite/0019_revision_prefix.sql")),
     (20, "uuid run ids", include_str!("../migrations/sqlite/0020_uuid_run_ids.sql")),
     (21, "connections", include_str!("../migrations/sqlite/0021_connections.sql")),
+    (22, "console sign-outs", include_str!("../migrations/sqlite/0022_console_sign_outs.sql")),
 ];
 const PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -64,6 +65,7 @@ const PG: &[(i64, &str, &str)] = &[
     (19, "revision prefix", include_str!("../migrations/pg/0019_revision_prefix.sql")),
     (20, "uuid run ids", include_str!("../migrations/pg/0020_uuid_run_ids.sql")),
     (21, "connections", include_str!("../migrations/pg/0021_connections.sql")),
+    (22, "console sign-outs", include_str!("../migrations/pg/0022_console_sign_outs.sql")),
 ];
 
 /// A released migration whose comments were reworded after its release.

@@ -180,6 +180,7 @@ macro_rules! conformance {
 
 conformance!(Current in on_sqlite, on_postgres:
     migrate_is_idempotent,
+    a_signed_out_console_session_stays_ended_until_it_expires,
     retention_removes_ended_days_and_keeps_from_the_first_live_one,
     partitions_made_by_two_processes_at_once_are_made_once_and_none_is_skipped,
     packages_are_stored_and_activated,
@@ -339,6 +340,18 @@ async fn migrate_is_idempotent(store: &Store) {
     assert!(ok(store.load(&run_id(1)).await, "load").is_some());
     assert_eq!(ok(store.revision_of(&run_id(1)).await, "revision"), Some(wf.revision.clone()));
     assert_eq!(ok(store.revision_of(&run_id(2)).await, "no such run"), None);
+}
+
+async fn a_signed_out_console_session_stays_ended_until_it_expires(store: &Store) {
+    assert!(!ok(store.console_session_ended("s1").await, "before"));
+    ok(store.end_console_session("s1", T0 + 1_000, T0).await, "sign out");
+    ok(store.end_console_session("s1", T0 + 1_000, T0).await, "twice is once");
+    assert!(ok(store.console_session_ended("s1").await, "ended"));
+    assert!(!ok(store.console_session_ended("s2").await, "another session"));
+    // A later sign-out removes what expired before it: the cookie is refused by its expiry then.
+    ok(store.end_console_session("s2", T0 + 9_000, T0 + 2_000).await, "later");
+    assert!(!ok(store.console_session_ended("s1").await, "forgotten after its expiry"));
+    assert!(ok(store.console_session_ended("s2").await, "ended"));
 }
 
 async fn packages_are_stored_and_activated(store: &Store) {

@@ -4,7 +4,8 @@
 //!
 //! The cookie is stateless and signed (HMAC-SHA256 under a key derived from
 //! the deployment's active payload key, [`Keyring::derive`]), so every process
-//! of a deployment accepts it and a restart keeps it: `v1.<kind>.<who>.<exp>.<mac>`,
+//! of a deployment accepts it and a restart keeps it: `v2.<kind>.<who>.<exp>.<nonce>.<mac>`
+//! (the nonce random, so that each sign-in is a session of its own),
 //! where `kind` is `s` (a static token, `who` an HMAC of its digest — the
 //! principal is found again among the configured tokens, so removing a token
 //! ends its sessions) or `j` (a JWT, `who` its subject in hex — the roles are
@@ -12,7 +13,10 @@
 //! `HttpOnly`, `SameSite=Strict`, `Path=/console` and `Secure` unless the
 //! console is reached on a loopback address. The CSRF token is an HMAC of the
 //! cookie's MAC: every form carries it, every POST checks it. Nothing of the
-//! token itself is kept or logged.
+//! token itself is kept or logged. Signing out records the session's id (an
+//! HMAC of the cookie's MAC) in the database until the cookie's expiry, and
+//! every page looks it up: the cookie opens nothing after that, on any
+//! process, even replayed.
 //!
 //! [`Keyring::derive`]: coordinator_seal::Keyring::derive
 
@@ -44,6 +48,10 @@ pub(crate) struct Viewer {
     pub(crate) principal: Arc<Principal>,
     /// The token every form of this session carries.
     pub(crate) csrf: String,
+    /// The session's id, as a sign-out records it (an HMAC of the cookie's signature).
+    session: String,
+    /// When the cookie expires (s since the epoch).
+    expires: i64,
 }
 
 impl std::fmt::Debug for Viewer {
@@ -57,7 +65,21 @@ impl FromRequestParts<ApiState> for Viewer {
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Viewer, Response> {
         let key = state.engine.console_key();
-        let viewer = cookie(&parts.headers).and_then(|value| open(state, &key, value));
+        let mut viewer = cookie(&parts.headers).and_then(|value| open(state, &key, value));
+        if let Some(open) = &viewer {
+            // Signing out ends a session on every process: it is looked up, not only verified.
+            match state.engine.store.console_session_ended(&open.session).await {
+                Ok(false) => {}
+                Ok(true) => viewer = None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "console: the session could not be checked");
+                    return Err(super::problem(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "The database does not answer, so this session cannot be checked. Try again shortly.",
+                    ));
+                }
+            }
+        }
         match viewer {
             Some(viewer) => {
                 if let Some(slot) = parts.extensions.get::<crate::api::SubjectSlot>() {
@@ -121,8 +143,8 @@ fn token_id(key: &[u8; 32], digest: &[u8; 32]) -> String {
     mac(key, &["static-token", &hex::encode(digest)])
 }
 
-/// The cookie for a sign-in that happened now.
-fn seal(key: &[u8; 32], signed_in: &SignedIn, now: i64) -> (String, i64) {
+/// The cookie for a sign-in that happened now, made unique by `nonce` (random).
+fn seal(key: &[u8; 32], signed_in: &SignedIn, now: i64, nonce: &[u8; 16]) -> (String, i64) {
     let (kind, who, expires) = match signed_in {
         SignedIn::Static(digest) => ("s", token_id(key, digest), now + SESSION_SECONDS),
         SignedIn::Jwt { subject, expires_at } => (
@@ -131,20 +153,20 @@ fn seal(key: &[u8; 32], signed_in: &SignedIn, now: i64) -> (String, i64) {
             expires_at.map_or(now + SESSION_SECONDS, |e| e.min(now + SESSION_SECONDS)),
         ),
     };
-    let expires_text = expires.to_string();
-    let signature = mac(key, &["v1", kind, &who, &expires_text]);
-    (format!("v1.{kind}.{who}.{expires_text}.{signature}"), expires)
+    let (expires_text, nonce) = (expires.to_string(), hex::encode(nonce));
+    let signature = mac(key, &["v2", kind, &who, &expires_text, &nonce]);
+    (format!("v2.{kind}.{who}.{expires_text}.{nonce}.{signature}"), expires)
 }
 
 /// The viewer a cookie names, if it is genuine, unexpired and its principal still exists.
 fn open(state: &ApiState, key: &[u8; 32], value: &str) -> Option<Viewer> {
     let mut parts = value.split('.');
-    let (version, kind, who, expires, signature) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    if version != "v1" || parts.next().is_some() {
+    let (version, kind, who, expires, nonce, signature) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version != "v2" || parts.next().is_some() {
         return None;
     }
-    let expected = mac(key, &["v1", kind, who, expires]);
+    let expected = mac(key, &["v2", kind, who, expires, nonce]);
     let genuine: bool = expected.as_bytes().ct_eq(signature.as_bytes()).into();
     if !genuine || expires.parse::<i64>().ok()? <= now_seconds() {
         return None;
@@ -157,7 +179,8 @@ fn open(state: &ApiState, key: &[u8; 32], value: &str) -> Option<Viewer> {
         "j" => state.access.jwt_principal(&String::from_utf8(unhex(who)?).ok()?),
         _ => return None,
     };
-    Some(Viewer { principal, csrf: mac(key, &["csrf", signature]) })
+    let session = mac(key, &["session", signature]);
+    Some(Viewer { principal, csrf: mac(key, &["csrf", signature]), session, expires: expires.parse().ok()? })
 }
 
 fn now_seconds() -> i64 {
@@ -232,7 +255,12 @@ pub(super) async fn sign_in(
     };
     let key = state.engine.console_key();
     let now = now_seconds();
-    let (value, expires) = seal(&key, &signed_in, now);
+    let mut nonce = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut nonce) {
+        tracing::error!(error = %e, "console: no randomness for a session");
+        return refused("The service could not start a session (no randomness on its host); try again.");
+    }
+    let (value, expires) = seal(&key, &signed_in, now, &nonce);
     let secure = if loopback(&headers) { "" } else { "; Secure" };
     let cookie =
         format!("{COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{secure}", expires - now);
@@ -250,9 +278,19 @@ pub(super) struct SignOutForm {
     csrf: String,
 }
 
-pub(super) async fn sign_out(viewer: Viewer, Form(form): Form<SignOutForm>) -> Response {
+pub(super) async fn sign_out(State(state): State<ApiState>, viewer: Viewer, Form(form): Form<SignOutForm>) -> Response {
     if let Err(refused) = viewer.check(&form.csrf) {
         return refused;
+    }
+    // Recorded first: the cookie then opens nothing, on any process, even if the browser keeps it.
+    let ended = state.engine.store.end_console_session(&viewer.session, viewer.expires * 1000, now_seconds() * 1000);
+    if let Err(e) = ended.await {
+        tracing::warn!(error = %e, "console: a sign-out could not be recorded");
+        return super::problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The database does not answer, so signing out could not be recorded and the session still holds. \
+             Try again shortly.",
+        );
     }
     let mut response = Redirect::to("/console/sign-in").into_response();
     let expired = format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
@@ -292,11 +330,14 @@ mod tests {
     fn a_cookie_names_its_kind_and_expiry_and_hides_the_token() {
         let key = [7u8; 32];
         let digest = [9u8; 32];
-        let (value, expires) = seal(&key, &SignedIn::Static(digest), 1000);
+        let (value, expires) = seal(&key, &SignedIn::Static(digest), 1000, &[1; 16]);
         assert_eq!(expires, 1000 + SESSION_SECONDS);
-        assert!(value.starts_with("v1.s.") && !value.contains(&hex::encode(digest)), "{value}");
-        let (jwt, expires) = seal(&key, &SignedIn::Jwt { subject: "a.b".into(), expires_at: Some(1500) }, 1000);
+        assert!(value.starts_with("v2.s.") && !value.contains(&hex::encode(digest)), "{value}");
+        let (again, _) = seal(&key, &SignedIn::Static(digest), 1000, &[2; 16]);
+        assert_ne!(value, again, "two sign-ins in one second are two sessions (one can end alone)");
+        let (jwt, expires) =
+            seal(&key, &SignedIn::Jwt { subject: "a.b".into(), expires_at: Some(1500) }, 1000, &[1; 16]);
         assert_eq!(expires, 1500, "never longer than the JWT");
-        assert_eq!(jwt.split('.').count(), 5, "the subject is hex, so its dots do not split the cookie");
+        assert_eq!(jwt.split('.').count(), 6, "the subject is hex, so its dots do not split the cookie");
     }
 }

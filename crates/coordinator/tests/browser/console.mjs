@@ -215,6 +215,19 @@ try {
   await page.waitForSelector("#pause-registry");
   results.push("a connection paused and resumed");
 
+  // Signing out ends the session on the server: the old cookie, replayed in a fresh browser, opens nothing.
+  const before = (await page.context().cookies()).filter((c) => c.name === "coordinator_session");
+  check(before.length === 1, "no session cookie to sign out of");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.waitForURL(/\/console\/sign-in/);
+  const replay = await browser.newContext();
+  await replay.addCookies(before);
+  const replayed = await replay.newPage();
+  await replayed.goto(`${url}/console/runs`);
+  check(replayed.url().includes("/console/sign-in"), `the signed-out cookie still opens ${replayed.url()}`);
+  await replay.close();
+  results.push("a signed-out session stays ended when its cookie is replayed");
+
   console.log(JSON.stringify({ ok: true, results }));
 } catch (error) {
   console.error(error && error.stack ? error.stack : String(error));

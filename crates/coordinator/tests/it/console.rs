@@ -8,9 +8,10 @@
 
 use std::time::Duration;
 
-use crate::support::deploy::EAGER;
+use crate::support::deploy::{DeploymentSpec, EAGER, deployment, free_ports};
+use crate::support::process::serve_each;
 use crate::support::stack::{Stack, StackOptions};
-use crate::support::{GUARD, TOKEN, on_runtime, sample_input, until_state};
+use crate::support::{GUARD, TOKEN, on_runtime, pg, sample_input, tempdir, until_state};
 
 /// The token of a subject that may only read (its own runs) — written by the test.
 const READER_TOKEN: &str = "reader-token-for-the-console";
@@ -345,5 +346,46 @@ fn a_connection_is_paused_and_resumed_from_the_deployment_page_and_its_runs_say_
         until_state(&stack.url, &run, "finished").await;
         let (_, page) = me.page(&format!("/console/runs/{run}")).await;
         assert!(!page.contains("id=\"run-waiting\""));
+    });
+}
+
+/// Signing out ends the session on the server, for every process: the old
+/// cookie, replayed, opens nothing on the process that signed it out nor on
+/// another of the same deployment (two `serve` processes on one database).
+#[test]
+fn signing_out_ends_the_session_on_every_process() {
+    on_runtime(async {
+        let db = pg::database().await;
+        let dir = tempdir();
+        let (spec, _sims) = deployment(&db.url, None, false).await;
+        let ports = free_ports::<2>();
+        let urls: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+        let mut runtimes = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let place = dir.path().join(format!("p{i}"));
+            std::fs::create_dir_all(&place).unwrap_or_else(|e| panic!("{e}"));
+            let one = DeploymentSpec { listen: format!("127.0.0.1:{port}"), ..spec.clone() };
+            runtimes.push(one.write(&place));
+        }
+        let _serve = serve_each(&runtimes, &urls, dir.path()).await;
+
+        let first = Session::sign_in(&urls[0], TOKEN).await;
+        let mut second = Session::new(&urls[1]);
+        second.cookie.clone_from(&first.cookie);
+        let (status, html) = second.page("/console/runs").await;
+        assert_eq!(status, 200, "one session for the deployment");
+        let out = first.post_form("/console/sign-out", &[("csrf", &csrf(&html))]).await;
+        assert_eq!(out.status().as_u16(), 303);
+        for (session, which) in [(&first, "the process that signed out"), (&second, "another process")] {
+            let replayed = session.get("/console/runs").await;
+            let to = replayed.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            assert_eq!(replayed.status().as_u16(), 303, "the old cookie is refused by {which}");
+            assert!(to.starts_with("/console/sign-in"), "{which} asks to sign in again: {to}");
+            let posted = session.post_form("/console/sign-out", &[("csrf", &csrf(&html))]).await;
+            assert_eq!(posted.status().as_u16(), 303, "no action either");
+        }
+        // Signing in again opens a new session.
+        let again = Session::sign_in(&urls[1], TOKEN).await;
+        assert_eq!(again.page("/console/runs").await.0, 200);
     });
 }
