@@ -201,6 +201,12 @@ impl Pace {
         }
     }
 
+    /// How many more requests the concurrency lets be in flight beyond
+    /// `in_flight`, at the pace's slow-down; `None`: no concurrency limit.
+    pub fn room(&self, limits: &Limits, in_flight: u32) -> Option<u32> {
+        limits.concurrency.map(|limit| scaled(limit, self.factor).saturating_sub(in_flight))
+    }
+
     /// Grants up to `wanted` of the requests waiting, with `in_flight` already
     /// sent and not answered, and spends what it grants.
     pub fn grant(&mut self, limits: &Limits, in_flight: u32, wanted: u32, now: i64) -> Grant {

@@ -23,15 +23,13 @@
 //! connection row's lock until the admission commits, so such admissions
 //! are sent in a transaction of their own (`Store::admit_guarded_batch`).
 
-use std::collections::BTreeMap;
-
-use coordinator_core::pace::Limits;
-
 use crate::StoreError;
 use crate::audit::Line;
 use crate::audit::rows;
+use crate::batch::Governing;
 use crate::claims::in_work_order;
 use crate::commit_leases;
+use crate::connections::allowance::Pending;
 use crate::db::{Arg, Tx};
 use crate::grouped::{Grouped, groupable};
 use crate::persist::{Write, decision_writes};
@@ -222,10 +220,10 @@ pub(crate) async fn admit(
     runs: &[Admitting<'_>],
     guarded: bool,
     owner: Option<&str>,
-    limits: &BTreeMap<String, Limits>,
-) -> Result<Vec<AtOnce>, StoreError> {
+    governing: &Governing<'_>,
+) -> Result<(Vec<AtOnce>, Pending), StoreError> {
     let (mut columns, mut grouped, mut journal, mut until) =
-        (Runs::default(), Grouped::governing(limits), Vec::new(), Vec::new());
+        (Runs::default(), Grouped::governing(governing.limited.iter().cloned()), Vec::new(), Vec::new());
     let (mut sent, mut wakes) = (Vec::with_capacity(runs.len()), false);
     for a in runs {
         match add_writes(a, &mut grouped, &mut journal, &mut until)? {
@@ -238,11 +236,12 @@ pub(crate) async fn admit(
         }
     }
     if columns.id.is_empty() {
-        return Ok(runs.iter().map(|_| AtOnce::NotThisWay).collect());
+        return Ok((runs.iter().map(|_| AtOnce::NotThisWay).collect(), Pending::default()));
     }
     let now = runs.iter().map(|a| a.new.admitted_at).max().unwrap_or(0);
     let room = runs.iter().filter_map(|a| a.lease).map(|l| l.rows).sum();
-    wakes |= grouped.lease_governed(conn, limits, room, now).await?;
+    let (left, pending) = grouped.lease_governed(conn, governing.memory, owner.unwrap_or(""), room, now).await?;
+    wakes |= left;
     // The journal's rows (`audit::rows`): each run's lines, at most GROUP_MAX a row.
     let lines: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, l)| (Some(*run), l)).collect();
     let (firsts, mores) = rows::pending(&lines)?;
@@ -282,7 +281,7 @@ pub(crate) async fn admit(
     if wakes && !created.is_empty() {
         conn.announce_after_commit();
     }
-    Ok(runs
+    let answers = runs
         .iter()
         .zip(sent)
         .map(|(a, sent)| match (sent, created.contains(&a.new.id)) {
@@ -291,7 +290,8 @@ pub(crate) async fn admit(
             (true, true) if leasing => AtOnce::Created(leased_rows(a.new, a.decision, &grouped)),
             (true, true) => AtOnce::Created(Vec::new()),
         })
-        .collect())
+        .collect();
+    Ok((answers, pending))
 }
 
 /// The rows `g` queues for `new`'s run leased, as a claim of the new run would return them.

@@ -26,12 +26,12 @@
 //! Each run appears at most once per batch (the caller keeps a run's later
 //! reports for the next batch, in order).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-
-use coordinator_core::pace::Limits;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::audit::{self, Line};
 use crate::commit_leases::{self, Batched};
+use crate::connections::{self, allowance::Pending};
 use crate::db::{Arg, Dialect, Row, Tx, Writer};
 use crate::grouped::{Grouped, groupable};
 use crate::persist::{Write, decision_writes, execute};
@@ -129,8 +129,13 @@ impl Store {
         let lease = self.eager(lease, at).filter(|_| crate::fence::refuse(&self.fence).is_ok());
         let batched = match tx.dialect() {
             Dialect::Pg => {
-                let limits = if lease.is_some() { self.limits_now() } else { BTreeMap::new() };
-                batch_pg(&mut tx, claims, owner, at, lease, &limits, &mut decide).await?
+                let limited = if lease.is_some() { self.governed_lanes() } else { Vec::new() };
+                let governing = Governing { memory: &self.connections, limited };
+                let (batched, pending) = batch_pg(&mut tx, claims, owner, at, lease, &governing, &mut decide).await?;
+                tx.commit().await?;
+                // Its grants count as pending until the commit ended.
+                drop(pending);
+                return Ok(batched);
             }
             Dialect::Sqlite => {
                 crate::batch_sqlite::batch_sqlite(&mut tx, claims, owner, at, lease, &mut decide).await?
@@ -174,9 +179,9 @@ async fn batch_pg<E>(
     owner: &str,
     at: i64,
     lease: Option<EagerLease>,
-    limits: &BTreeMap<String, Limits>,
+    governing: &Governing<'_>,
     decide: &mut impl FnMut(usize, &[u8]) -> Result<Decision, E>,
-) -> Result<Batched, StoreError>
+) -> Result<(Batched, Pending), StoreError>
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -207,7 +212,7 @@ where
         }
     }
     if decided.is_empty() {
-        return Ok(Batched { results: outcome, leased: Vec::new() });
+        return Ok((Batched { results: outcome, leased: Vec::new() }, Pending::default()));
     }
     update_runs(tx, at, &decided).await?;
     let planned: Vec<Planned<'_>> = decided
@@ -226,7 +231,7 @@ where
         })
         .collect();
     let held = batch_leases::hold(tx, &holding, owner).await?;
-    let (journal, queued) = persist_grouped(tx, at, planned, &held, owner, lease, limits).await?;
+    let (journal, queued, pending) = persist_grouped(tx, at, planned, &held, owner, lease, governing).await?;
     let committed = |run_id: &str| {
         let (_, _, revision, trace_parent) = read.get(run_id)?;
         let (_, _, decision) = decided.iter().find(|(claim, _, _)| run_of(claim) == run_id)?;
@@ -239,7 +244,7 @@ where
     // Chained here, not left pending for the sealer: one insert per entry, no later update.
     let entries: Vec<(Option<&str>, &Line<'_>)> = journal.iter().map(|(run, line)| (Some(*run), line)).collect();
     audit::append_chained(tx, at, None, &entries).await?;
-    Ok(Batched { results: outcome, leased: crate::claims::in_work_order(leased) })
+    Ok((Batched { results: outcome, leased: crate::claims::in_work_order(leased) }, pending))
 }
 
 /// Moves every decided run's row on from the version it was decided on (its
@@ -279,6 +284,13 @@ async fn update_runs(tx: &mut Tx, at: i64, decided: &[(&Claim, i64, Decision)]) 
     Ok(())
 }
 
+/// The limited connections whose rows a batch may lease at once, and this
+/// process's memory of its allowances of them.
+pub(crate) struct Governing<'a> {
+    pub(crate) memory: &'a Arc<connections::Memory>,
+    pub(crate) limited: Vec<String>,
+}
+
 /// One decided run's writes, as `persist_grouped` takes them.
 struct Planned<'a> {
     run: &'a str,
@@ -304,9 +316,9 @@ async fn persist_grouped<'a>(
     held: &batch_leases::Held<'_>,
     owner: &str,
     lease: Option<EagerLease>,
-    limits: &BTreeMap<String, Limits>,
-) -> Result<(Vec<(&'a str, Line<'a>)>, Vec<Row>), StoreError> {
-    let mut grouped = Grouped::governing(limits);
+    governing: &Governing<'_>,
+) -> Result<(Vec<(&'a str, Line<'a>)>, Vec<Row>, Pending), StoreError> {
+    let mut grouped = Grouped::governing(governing.limited.iter().cloned());
     let mut in_order: Vec<(&str, Vec<Write<'a>>)> = Vec::new();
     let mut journal = Vec::new();
     let mut wakes = false;
@@ -326,10 +338,10 @@ async fn persist_grouped<'a>(
     let until = lease.map_or(0, |l| l.until);
     grouped.execute_deletes(tx).await?;
     // After the deletes: a row this batch finished holds no permit.
-    wakes |= grouped.lease_governed(tx, limits, room, at).await?;
+    let (left, pending) = grouped.lease_governed(tx, governing.memory, owner, room, at).await?;
     let queued = grouped.execute_inserts(tx, owner, until, at).await?;
-    finish(tx, at, in_order, wakes).await?;
-    Ok((journal, queued))
+    finish(tx, at, in_order, wakes || left).await?;
+    Ok((journal, queued, pending))
 }
 
 /// Writes the decisions that could not be grouped, each in its order, and

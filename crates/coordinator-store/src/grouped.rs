@@ -3,12 +3,12 @@
 //! then inserts (PostgreSQL; SQLite runs the same columns as JSON,
 //! `batch_sqlite`), and which decisions may be grouped that way.
 
-use std::collections::{BTreeMap, HashSet};
-
-use coordinator_core::pace::Limits;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::StoreError;
 use crate::commit_leases;
+use crate::connections::{self, allowance::Pending};
 use crate::db::{Arg, Row, Tx};
 use crate::persist::{Write, timer_key};
 use crate::types::EagerLease;
@@ -113,10 +113,10 @@ pub(crate) struct Grouped {
 }
 
 impl Grouped {
-    /// Groups whose rows of the connections under `limits` may be leased at
-    /// once as far as each grants ([`Grouped::lease_governed`]).
-    pub(crate) fn governing(limits: &BTreeMap<String, Limits>) -> Self {
-        Grouped { governing: limits.keys().cloned().collect(), ..Grouped::default() }
+    /// Groups whose rows of the limited connections `names` may be leased
+    /// at once as far as each grants ([`Grouped::lease_governed`]).
+    pub(crate) fn governing(names: impl IntoIterator<Item = String>) -> Self {
+        Grouped { governing: names.into_iter().collect(), ..Grouped::default() }
     }
 
     /// Adds `write` of `run`'s decision at `at`; a queued row is leased at
@@ -196,27 +196,29 @@ impl Grouped {
     }
 
     /// Leases at once, of the rows of limited connections a claim would take
-    /// now, what each connection's pace grants in `tx` at `now`
+    /// now, what `owner`'s allowance of each grants in `tx` at `now`
     /// (`connections::eager`), at most `room` in all, in the order they were
-    /// added; returns whether any is left for a claim (a wake-up).
+    /// added; returns whether any is left for a claim (a wake-up), and the
+    /// grants, held until the commit ends.
     pub(crate) async fn lease_governed(
         &mut self,
         tx: &mut Tx,
-        limits: &BTreeMap<String, Limits>,
+        memory: &Arc<connections::Memory>,
+        owner: &str,
         room: usize,
         now: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(bool, Pending), StoreError> {
         if self.governed.is_empty() {
-            return Ok(false);
+            return Ok((false, Pending::default()));
         }
-        let mut wanted: Vec<(String, Limits, u32)> = Vec::new();
+        let mut wanted: Vec<(String, u32)> = Vec::new();
         for (_, conn) in self.governed.iter().take(room) {
-            match wanted.iter_mut().find(|(name, _, _)| name == conn) {
-                Some((_, _, want)) => *want += 1,
-                None => wanted.push((conn.clone(), limits.get(conn).copied().unwrap_or_default(), 1)),
+            match wanted.iter_mut().find(|(name, _)| name == conn) {
+                Some((_, want)) => *want += 1,
+                None => wanted.push((conn.clone(), 1)),
             }
         }
-        let mut granted = crate::connections::eager::grant(tx, &wanted, now).await?;
+        let (mut granted, pending) = connections::eager::grant(tx, memory, owner, &wanted, now).await?;
         let mut left = false;
         for (i, conn) in &self.governed {
             match granted.get_mut(conn) {
@@ -227,7 +229,7 @@ impl Grouped {
                 _ => left = true,
             }
         }
-        Ok(left)
+        Ok((left, pending))
     }
 
     /// The deletes, one statement per kind that has rows: they run before

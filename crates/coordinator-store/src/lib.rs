@@ -86,6 +86,7 @@ mod wakeups;
 pub use active_revisions::ActiveRevision;
 pub use audit::AuditPage;
 pub use commit_leases::Batched;
+pub use connections::allowance::{ALLOWANCE_MS, MOST_PERMITS};
 pub use connections::eager::CLAIM_ROOM;
 pub use connections::limits::FULL_RECHECK_MS;
 pub use connections::{ConnectionState, PaceView, Pause, workflow_lane};

@@ -105,10 +105,9 @@ use eager::{
     an_admission_leases_its_first_step_to_its_worker,
 };
 use eager_limited::{
-    a_batch_counts_the_permits_of_every_process, a_batch_does_not_wait_for_a_locked_connection,
-    a_batch_leases_a_limited_connections_rows_beyond_the_claims_room,
-    a_batch_near_the_limit_leaves_every_permit_to_the_claims, a_batch_spends_the_connections_tokens,
-    an_admission_leases_a_limited_first_step_beyond_the_claims_room,
+    a_batch_near_the_limit_leaves_every_permit_to_the_claims, a_batch_spends_its_processs_allowance,
+    a_batch_spends_the_allowances_tokens, an_admission_spends_its_processs_allowance,
+    another_process_counts_an_allowance_as_in_flight, without_an_allowance_a_batch_leaves_its_rows_to_the_claims,
 };
 use events::{
     a_guarded_admission_writes_only_through_an_open_gate, a_refused_admission_records_no_event,
@@ -253,12 +252,12 @@ conformance!(Current in connections_on_sqlite, connections_on_postgres:
     a_flood_of_one_workflow_does_not_starve_another,
     a_limited_connections_rows_go_to_their_workflows_lane_at_start,
     a_remote_lane_is_offered_round_robin_across_workflows,
-    a_batch_leases_a_limited_connections_rows_beyond_the_claims_room,
+    a_batch_spends_its_processs_allowance,
+    without_an_allowance_a_batch_leaves_its_rows_to_the_claims,
     a_batch_near_the_limit_leaves_every_permit_to_the_claims,
-    a_batch_counts_the_permits_of_every_process,
-    a_batch_spends_the_connections_tokens,
-    a_batch_does_not_wait_for_a_locked_connection,
-    an_admission_leases_a_limited_first_step_beyond_the_claims_room,
+    another_process_counts_an_allowance_as_in_flight,
+    a_batch_spends_the_allowances_tokens,
+    an_admission_spends_its_processs_allowance,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:

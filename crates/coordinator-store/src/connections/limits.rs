@@ -8,8 +8,10 @@
 //! at most what the shared pace grants
 //! ([`coordinator_core::pace::Pace::grant`]): the permit is the lease. In
 //! flight means the lanes' rows whose lease has not run out, whichever
-//! process holds them, so a crash keeps a permit no longer than its lease,
-//! and two processes never exceed the limit together. Held-back rows stay
+//! process holds them — or a process's allowance, when more
+//! ([`allowance`](super::allowance), renewed by the claim) — so a crash
+//! keeps a permit no longer than its lease (or allowance), and two processes
+//! never exceed the limit together. Held-back rows stay
 //! as they are (due, unleased, no claim counted) and are taken later in due
 //! order, round-robin across workflows (`take_sql!`). The bucket's tokens
 //! are written back with the claim; tokens granted for rows that were not
@@ -22,7 +24,7 @@
 //! acquires the row (the lease then holds it) or the assignment window runs
 //! out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use coordinator_core::pace::Limits;
 
@@ -35,19 +37,6 @@ use crate::{Store, StoreError};
 /// How soon a claim round looks again at a connection whose concurrency is
 /// full (ms): its permits come back as answers commit, in any process.
 pub const FULL_RECHECK_MS: i64 = 100;
-
-/// `$lanes` the lanes (a `FROM` item of rows `l(value)`), `$2` now: their rows in flight.
-macro_rules! in_flight_sql {
-    ($lanes:literal) => {
-        concat!(
-            "SELECT count(*) FROM outbox WHERE lane IN (SELECT l.value FROM ",
-            $lanes,
-            ") AND lane IS NOT NULL AND lease_until >= $2"
-        )
-    };
-}
-const IN_FLIGHT_PG: &str = in_flight_sql!("unnest($1::text[]) AS l(value)");
-const IN_FLIGHT_SQLITE: &str = in_flight_sql!("json_each($1) AS l");
 
 /// PostgreSQL's take of rows of the lanes `$4` (`$1` owner, `$2` lease end,
 /// `$3` now, `$5` 1 for receipts only, `$6` how many); `$count` what else the
@@ -127,6 +116,24 @@ macro_rules! next_sql {
     };
 }
 const NEXT_PG: &str = next_sql!("unnest($1::text[]) AS l(value)");
+/// Per connection with lanes in the outbox (found by a skip over the lane
+/// indexes, as `lanes::of` finds them): `next_sql!`'s two instants.
+const LANES_DUE_PG: &str = "WITH RECURSIVE fresh(lane) AS (\
+     SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NULL AND lane IS NOT NULL) \
+     UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NULL AND o.lane IS NOT NULL \
+     AND o.lane > fresh.lane) FROM fresh WHERE fresh.lane IS NOT NULL), \
+     leased(lane) AS (\
+     SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NOT NULL AND lane IS NOT NULL) \
+     UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NOT NULL AND o.lane IS NOT NULL \
+     AND o.lane > leased.lane) FROM leased WHERE leased.lane IS NOT NULL), \
+     lanes AS (SELECT lane FROM fresh WHERE lane IS NOT NULL UNION SELECT lane FROM leased WHERE lane IS NOT NULL) \
+     SELECT split_part(l.lane, '/', 1), \
+     MIN((SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id WHERE o.lane = l.lane \
+     AND o.lane IS NOT NULL AND o.lease_until IS NULL AND (NOT r.held OR o.kind = 'receipt') \
+     ORDER BY o.not_before LIMIT 1)), \
+     MIN((SELECT o.lease_until + 1 FROM outbox o WHERE o.lane = l.lane AND o.lane IS NOT NULL \
+     AND o.lease_until IS NOT NULL ORDER BY o.lease_until LIMIT 1)) \
+     FROM lanes l GROUP BY 1";
 const NEXT_SQLITE: &str = next_sql!("json_each($1) AS l");
 impl Store {
     /// Sets the connections this process claims under limits (runtime.yaml
@@ -146,11 +153,6 @@ impl Store {
         let limits = self.connections.offer_limits.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         let deployment = limits.get(name).copied().unwrap_or_default();
         asked.map_or(deployment, |asked| deployment.stricter(asked))
-    }
-
-    /// The connections this process claims under limits, with their limits.
-    pub(crate) fn limits_now(&self) -> BTreeMap<String, Limits> {
-        self.connections.limits.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The limited connections' names: their lanes.
@@ -182,11 +184,22 @@ impl Store {
             let limits = self.connections.limits.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             limits.iter().map(|(name, l)| (name.clone(), *l)).collect()
         };
+        let queued = self.lanes_due().await?;
         for (name, limits) in limited {
             let room = limit.saturating_sub(u32::try_from(work.len()).unwrap_or(u32::MAX));
-            let (claimed, lane_next) = match self.awaiting_until(&name) {
+            // Nothing due nor lapsing, and an allowance to spend for a while yet: no lock to take.
+            let quiet = queued.as_ref().map(|queued| match queued.get(&name) {
+                None => (true, None),
+                Some(&(first, lease_end)) => {
+                    let due = first.is_some_and(|at| at <= now) || lease_end.is_some_and(|at| at <= now);
+                    let next = [first, lease_end].into_iter().flatten().min();
+                    (!due && !self.connections.allowance_renewal_due(&name, now), next)
+                }
+            });
+            let (claimed, lane_next) = match (self.awaiting_until(&name), quiet) {
                 // Full at the last look, and no answer of it committed here since: not before the recheck.
-                Some(at) if at > now => (Vec::new(), Some(at)),
+                (Some(at), _) if at > now => (Vec::new(), Some(at)),
+                (_, Some((true, next))) => (Vec::new(), next),
                 _ => self.claim_lane(&name, &limits, scope, now, owner, lease_ms, room).await?,
             };
             work.extend(claimed);
@@ -196,6 +209,22 @@ impl Store {
             };
         }
         Ok((work, next))
+    }
+
+    /// PostgreSQL: per connection with lanes in the outbox, its first unleased
+    /// row's due instant and its first lease's end + 1 (as `lane_next` reads
+    /// them), in one statement without a lock; `None` on SQLite (every claim
+    /// round takes each limited connection's lock there).
+    async fn lanes_due(&self) -> Result<Option<HashMap<String, (Option<i64>, Option<i64>)>>, StoreError> {
+        if !matches!(self.pool, crate::db::Pool::Pg(..)) || self.governed_lanes().is_empty() {
+            return Ok(None);
+        }
+        let mut tx = self.pool.begin_read().await?;
+        let mut due = HashMap::new();
+        for row in tx.fetch_all(LANES_DUE_PG, Vec::new()).await? {
+            due.insert(row.get(0)?, (row.get(1)?, row.get(2)?));
+        }
+        Ok(Some(due))
     }
 
     /// Claims what connection `name`'s pace grants of its due rows, at most
@@ -244,28 +273,33 @@ impl Store {
             return Ok((Vec::new(), None));
         }
         let lanes_arg = super::lanes::arg(tx.dialect(), &lanes)?;
-        let sql = match tx.dialect() {
-            Dialect::Pg => IN_FLIGHT_PG,
-            Dialect::Sqlite => IN_FLIGHT_SQLITE,
+        // In flight: every owner's leased rows, or its allowance when more (`allowance`).
+        let me = match take {
+            Take::Claim(_) => Some(owner),
+            Take::Offer => None,
         };
-        let in_flight: i64 = match tx.fetch_optional(sql, vec![lanes_arg.clone(), now.into()]).await? {
-            Some(row) => row.get(0)?,
-            None => 0,
-        };
-        let grant = pace.grant(limits, u32::try_from(in_flight).unwrap_or(u32::MAX), room, now);
+        let shares = super::allowance::shares(&mut tx, &self.connections, name, &lanes_arg, now, me).await?;
+        let grant = pace.grant(limits, shares.total, room, now);
         let taken_rows = if grant.send > 0 {
             take_rows(&mut tx, &lanes_arg, take, now, owner, lease_ms, grant.send).await?
         } else {
             Vec::new()
         };
         let taken = u32::try_from(taken_rows.len()).unwrap_or(u32::MAX);
+        // Written when tokens were spent or a probe went out; a concurrency alone keeps no state.
+        let mut spent = false;
         if grant.send > 0 {
             // Tokens granted for rows that were not there go back in the bucket.
             pace.tokens = (pace.tokens + f64::from(grant.send.saturating_sub(taken))).min(limits.bucket());
-            // Written when tokens were spent or a probe went out; a concurrency alone keeps no state.
-            if (taken > 0 && grant.probe) || (!grant.probe && limits.rate_per_second.is_some()) {
-                pace::write(&mut tx, name, &pace, None).await?;
-            }
+            spent = (taken > 0 && grant.probe) || (!grant.probe && limits.rate_per_second.is_some());
+        }
+        if let Some(me) = me {
+            let after = super::allowance::Shares { mine: shares.mine + taken, ..shares };
+            let memory = &self.connections;
+            spent |= super::allowance::renew(&mut tx, memory, name, limits, &mut pace, after, me, now).await?;
+        }
+        if spent {
+            pace::write(&mut tx, name, &pace, None).await?;
         }
         let (next, awaiting) = match take {
             Take::Claim(_) => self.lane_next(&mut tx, lanes_arg, now, grant.retry_at, taken, room).await?,

@@ -18,6 +18,7 @@
 //! so another process's pause holds at once. The work goes through claims,
 //! which read the connections in their own statement.
 
+pub(crate) mod allowance;
 pub(crate) mod eager;
 pub(crate) mod lanes;
 pub(crate) mod limits;
@@ -132,9 +133,21 @@ pub(crate) struct Memory {
     /// for a permit, each with when to look again unless an answer of it
     /// commits here first.
     awaiting: Mutex<HashMap<String, i64>>,
+    /// This process's allowances of limited connections' permits.
+    allowances: allowance::Allowances,
 }
 
 impl Memory {
+    /// Whether this process may spend an allowance of `name` at `now` (see `allowance`).
+    pub(crate) fn allowance_usable(&self, name: &str, now: i64) -> bool {
+        self.allowances.usable(name, now)
+    }
+
+    /// Whether a claim round should renew this process's allowance of `name` at `now`.
+    pub(crate) fn allowance_renewal_due(&self, name: &str, now: i64) -> bool {
+        self.allowances.renewal_due(name, now)
+    }
+
     fn unsettled(&self, name: &str) -> bool {
         self.unsettled.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(name)
     }

@@ -5,10 +5,9 @@
 //! here: the same owner, workflow and key give the run admitted before, or
 //! `KeyReused`; keys live in `admission_keys`, taken before the run row.
 
-use std::collections::BTreeMap;
-
 use crate::admissions_pg::{self, AtOnce};
 use crate::audit;
+use crate::batch::Governing;
 use crate::db::{Arg, Pool, Tx, Writer};
 use crate::persist::persist;
 use crate::types::{
@@ -192,11 +191,16 @@ impl Store {
             tx.commit().await?;
             return Ok(created.into_iter().map(|c| c.then(Vec::new)).collect());
         }
-        // A limited connection's rows are leased at once under its row's lock: in a transaction.
-        let limits = self.limits_now();
-        let governed = admissions
-            .iter()
-            .any(|a| a.lease.is_some() && a.decision.connections.iter().any(|(_, conn)| limits.contains_key(conn)));
+        // A limited connection's rows are leased at once under its allowance's lock: in a transaction.
+        let limited = self.governed_lanes();
+        let governed = admissions.iter().any(|a| {
+            a.lease.is_some()
+                && a.decision.connections.iter().any(|(_, conn)| {
+                    limited.contains(conn) && self.connections.allowance_usable(conn, a.new.admitted_at)
+                })
+        });
+        // Without an allowance to spend, the one statement leases none of their rows.
+        let limited = if governed { limited } else { Vec::new() };
         let mut conn =
             if governed { self.pool.begin_for(Writer::Request).await? } else { self.pool.begin_read().await? };
         // Read once the connection is taken, as a claim reads it.
@@ -209,8 +213,11 @@ impl Store {
                 lease: self.eager(a.lease, a.new.admitted_at).filter(|_| !fenced),
             })
             .collect();
-        let answers = admissions_pg::admit(&mut conn, &runs, true, Some(owner), &limits).await?;
+        let governing = Governing { memory: &self.connections, limited };
+        let (answers, pending) = admissions_pg::admit(&mut conn, &runs, true, Some(owner), &governing).await?;
         conn.commit().await?;
+        // Its grants count as pending until the commit ended.
+        drop(pending);
         Ok(answers
             .into_iter()
             .map(|answer| match answer {
@@ -265,7 +272,8 @@ impl Store {
                 }
                 let decision = first_decision(&mut decision, &mut first)?;
                 let run = [admissions_pg::Admitting { new, decision, lease: None }];
-                match admissions_pg::admit(&mut conn, &run, false, None, &BTreeMap::new()).await?.pop() {
+                let nothing = Governing { memory: &self.connections, limited: Vec::new() };
+                match admissions_pg::admit(&mut conn, &run, false, None, &nothing).await?.0.pop() {
                     Some(AtOnce::Created(_)) => return Ok(Admission::Created(new.id.clone())),
                     Some(AtOnce::KeyTaken) => {
                         if let Some(existing) = find_key(&mut conn, new).await? {

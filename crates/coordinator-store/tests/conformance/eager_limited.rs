@@ -1,22 +1,20 @@
-//! Eager leases of a limited connection's rows: a batch of reports leases
-//! the rows its decisions queue on a limited connection at once — on
-//! PostgreSQL, as far as the connection's pace grants in the batch's own
-//! transaction beyond `CLAIM_ROOM` permits and tokens left for the claims
-//! (its concurrency counted over every process, its bucket's tokens spent),
-//! so rows due before them keep their turn; never waiting for the
-//! connection's lock. SQLite leases none of them (a claim takes them).
+//! Eager leases of a limited connection's rows: a batch of reports (or an
+//! admission) leases the rows its decisions queue on a limited connection
+//! at once — on PostgreSQL, as far as its process's allowance of the
+//! connection grants: taken by the process's claim rounds under the
+//! connection's lock while the limit leaves more than `CLAIM_ROOM` free,
+//! counted as in flight by every other process, lapsing after
+//! `ALLOWANCE_MS`; with a rate, tokens taken out of the bucket with it.
+//! SQLite leases none of them (a claim takes them).
 
 use coordinator_core::pace::Limits;
 use coordinator_store::{
-    Batched, CLAIM_ROOM, Claim, ClaimLimits, ClaimedRun, Decision, EagerLease, Guarded, Store, StoreError, WorkItem,
-    WorkScope, workflow_lane,
+    ALLOWANCE_MS, Batched, CLAIM_ROOM, Claim, ClaimLimits, ClaimedRun, Decision, EagerLease, Guarded, Store,
+    StoreError, WorkItem, WorkScope, workflow_lane,
 };
-use sqlx::{Connection, PgConnection};
 
 use super::connections::{FLAGSHIP, READ, admit_to};
-use super::support::{
-    T0, TestDb, admit, deciding, first, new_run, put_flagship_package, raw, raw_count, run_id, workflow,
-};
+use super::support::{T0, TestDb, admit, deciding, first, new_run, put_flagship_package, raw_count, run_id, workflow};
 use super::{LEASE_MS, accepted_read, ok};
 
 /// The step each batch's decision queues next, on `breg`.
@@ -79,101 +77,103 @@ fn all(n: u32) -> ClaimLimits {
     ClaimLimits { timers: 0, work: n }
 }
 
-pub(crate) async fn a_batch_leases_a_limited_connections_rows_beyond_the_claims_room(db: &TestDb) {
-    // Room for the claims and two more.
-    let (claims, other) = claimed(db, 1, 3, Limits { concurrency: Some(CLAIM_ROOM + 2), ..Limits::default() }).await;
+/// Queues the first step of runs `numbers` on `breg`, in the flagship's lane.
+async fn waiting(db: &TestDb, numbers: std::ops::RangeInclusive<u32>) -> Vec<String> {
+    let wf = workflow();
+    let mut runs = Vec::new();
+    for n in numbers {
+        runs.push(admit_to(db, &wf, n, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await);
+    }
+    runs
+}
+
+/// A claim round of `w1` at `at` taking `n` of breg's rows: it takes `w1`'s allowance too.
+async fn claim_round(db: &TestDb, at: i64, n: u32) -> usize {
+    ok(db.claim_due(WorkScope::All, at, "w1", LEASE_MS, all(n)).await, "claim round").work.len()
+}
+
+pub(crate) async fn a_batch_spends_its_processs_allowance(db: &TestDb) {
+    waiting(db, 9..=9).await;
+    let (claims, other) = claimed(db, 1, 3, Limits { concurrency: Some(CLAIM_ROOM + 3), ..Limits::default() }).await;
+    let at = T0 + 10;
+    // The claim takes run 9's row and an allowance of 3 (the limit less the claims' room), one of them in use.
+    assert_eq!(claim_round(db, at, 10).await, 1);
+    let batched = report(db, &claims, at).await;
+    let expected = if db.is_postgres() { 2 } else { 0 };
+    assert_eq!(batched.leased.len(), expected, "what the allowance leaves: {:?}", ids(&batched.leased));
+    let due = ok(other.claim_due(WorkScope::All, at, "w2", LEASE_MS, all(10)).await, "another process");
+    assert_eq!(1 + batched.leased.len() + due.work.len(), 4, "the rest is claimed: {:?}", ids(&due.work));
+}
+
+pub(crate) async fn without_an_allowance_a_batch_leaves_its_rows_to_the_claims(db: &TestDb) {
+    let (claims, other) = claimed(db, 1, 3, Limits { concurrency: Some(100), ..Limits::default() }).await;
     let at = T0 + 10;
     let batched = report(db, &claims, at).await;
-    if db.is_postgres() {
-        assert_eq!(batched.leased.len(), 2, "two beyond the claims' room: {:?}", ids(&batched.leased));
-        assert_eq!(in_flight(db, at).await, 2);
-    } else {
-        assert!(batched.leased.is_empty(), "SQLite leases no lane's rows at commit: {:?}", ids(&batched.leased));
-    }
-    let due = ok(other.claim_due(WorkScope::All, at, "w2", LEASE_MS, all(10)).await, "another process");
-    assert_eq!(batched.leased.len() + due.work.len(), 3, "the rest is claimed: {:?}", ids(&due.work));
-    assert_eq!(in_flight(db, at).await, 3);
+    assert!(batched.leased.is_empty(), "no claim round took an allowance yet: {:?}", ids(&batched.leased));
+    let due = ok(other.claim_due(WorkScope::All, at, "w2", LEASE_MS, all(10)).await, "claim");
+    assert_eq!(due.work.len(), 3, "{:?}", ids(&due.work));
 }
 
 pub(crate) async fn a_batch_near_the_limit_leaves_every_permit_to_the_claims(db: &TestDb) {
-    let wf = workflow();
-    // Run 9's first step waits on breg (due at T0 + 9, before the batch's rows).
-    let waiting = admit_to(db, &wf, 9, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
-    let (claims, other) = claimed(db, 1, 2, Limits { concurrency: Some(CLAIM_ROOM), ..Limits::default() }).await;
+    let early = waiting(db, 8..=9).await;
+    let (claims, other) = claimed(db, 1, 2, Limits { concurrency: Some(CLAIM_ROOM + 1), ..Limits::default() }).await;
     let at = T0 + 10;
+    // One in flight: the limit leaves no more than the claims' room, so no allowance.
+    assert_eq!(claim_round(db, at, 1).await, 1);
     let batched = report(db, &claims, at).await;
-    assert!(batched.leased.is_empty(), "any more would leave the claims less than their room");
+    assert!(batched.leased.is_empty(), "near the limit: {:?}", ids(&batched.leased));
     let due = ok(other.claim_due(WorkScope::All, at, "w2", LEASE_MS, all(1)).await, "claim");
-    assert_eq!(ids(&due.work), vec![waiting.as_str()], "the earlier row first");
+    assert_eq!(ids(&due.work), vec![early[1].as_str()], "the earlier row first");
 }
 
-pub(crate) async fn a_batch_counts_the_permits_of_every_process(db: &TestDb) {
-    let wf = workflow();
-    // Another process holds 30 permits of 34 (its claims of breg's rows).
-    for n in 101..=130 {
-        admit_to(db, &wf, n, "breg", Some(&workflow_lane("breg", FLAGSHIP))).await;
-    }
-    let (claims, other) = claimed(db, 1, 3, Limits { concurrency: Some(CLAIM_ROOM + 2), ..Limits::default() }).await;
+pub(crate) async fn another_process_counts_an_allowance_as_in_flight(db: &TestDb) {
+    waiting(db, 100..=150).await;
+    let limit = CLAIM_ROOM + 10;
+    let (_, other) = claimed(db, 1, 1, Limits { concurrency: Some(limit), ..Limits::default() }).await;
     let at = T0 + 200;
-    let due = ok(other.claim_due(WorkScope::All, at, "w2", LEASE_MS, all(30)).await, "claim");
-    assert_eq!(due.work.len(), 30);
-    let batched = report(db, &claims, at).await;
-    assert!(batched.leased.is_empty(), "4 permits left, fewer than the claims' room: {:?}", ids(&batched.leased));
-    assert_eq!(in_flight(db, at).await, 30);
+    // w1 takes one row and an allowance of 10.
+    assert_eq!(claim_round(db, at, 1).await, 1);
+    let due = ok(other.claim_due(WorkScope::All, at, "w2", LEASE_MS, all(100)).await, "another process");
+    let expected = if db.is_postgres() { limit - 10 } else { limit - 1 };
+    assert_eq!(due.work.len(), expected as usize, "w1's allowance is counted in flight");
+    // Lapsed, it is removed by the next claim and counts no more (w1's leased row still does).
+    let later = at + ALLOWANCE_MS + 1;
+    let due = ok(other.claim_due(WorkScope::All, later, "w2", LEASE_MS, all(100)).await, "after it lapsed");
+    assert_eq!(due.work.len(), (limit - 1) as usize - expected as usize, "{:?}", ids(&due.work));
+    let left = raw_count(db, "SELECT count(*) FROM connection_allowances WHERE owner = 'w1'").await;
+    assert_eq!(left, 0, "the lapsed allowance is removed");
+    assert_eq!(in_flight(db, later).await, i64::from(limit));
 }
 
-pub(crate) async fn a_batch_spends_the_connections_tokens(db: &TestDb) {
-    let rate = Limits { rate_per_second: Some(1.0), burst: Some(CLAIM_ROOM + 2), ..Limits::default() };
+pub(crate) async fn a_batch_spends_the_allowances_tokens(db: &TestDb) {
+    waiting(db, 9..=9).await;
+    // A bucket of 35: after the claim's token, 34; the allowance takes what exceeds the claims' room, 2.
+    let rate = Limits { rate_per_second: Some(1.0), burst: Some(CLAIM_ROOM + 3), ..Limits::default() };
     let (claims, other) = claimed(db, 1, 3, rate).await;
     let at = T0 + 10;
+    assert_eq!(claim_round(db, at, 10).await, 1);
     let batched = report(db, &claims, at).await;
+    let tokens = raw_count(db, "SELECT tokens / 1000000 FROM connections WHERE name = 'breg'").await;
     if db.is_postgres() {
-        assert_eq!(batched.leased.len(), 2, "{:?}", ids(&batched.leased));
+        assert_eq!(batched.leased.len(), 2, "two tokens taken: {:?}", ids(&batched.leased));
+        assert_eq!(tokens, i64::from(CLAIM_ROOM), "the allowance's tokens left the bucket");
+    } else {
+        assert_eq!(tokens, i64::from(CLAIM_ROOM + 2));
     }
-    // What is left of the burst is the claims' room: the third row, and nothing more.
     let due = ok(other.claim_due(WorkScope::All, at, "w2", LEASE_MS, all(10)).await, "another process");
     assert_eq!(batched.leased.len() + due.work.len(), 3, "{:?}", ids(&due.work));
-    let tokens = raw_count(db, "SELECT tokens / 1000000 FROM connections WHERE name = 'breg'").await;
-    assert_eq!(tokens, i64::from(CLAIM_ROOM + 2) - 3, "three tokens spent, leased or claimed");
-}
-
-/// PostgreSQL: a batch never waits for a connection row another
-/// transaction holds (a claim taking permits); it leases none of its rows.
-pub(crate) async fn a_batch_does_not_wait_for_a_locked_connection(db: &TestDb) {
-    if !db.is_postgres() {
-        return;
-    }
-    let (claims, _other) = claimed(db, 1, 2, Limits { concurrency: Some(100), ..Limits::default() }).await;
-    raw(db, "INSERT INTO connections (name) VALUES ('breg') ON CONFLICT (name) DO NOTHING").await;
-    let mut holder = PgConnection::connect(&db.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
-    let mut tx = holder.begin().await.unwrap_or_else(|e| panic!("begin: {e}"));
-    sqlx::raw_sql("SELECT 1 FROM connections WHERE name = 'breg' FOR UPDATE")
-        .execute(&mut *tx)
-        .await
-        .unwrap_or_else(|e| panic!("lock: {e}"));
-    let batched = report(db, &claims, T0 + 10).await;
-    assert!(batched.leased.is_empty(), "{:?}", ids(&batched.leased));
-    tx.rollback().await.unwrap_or_else(|e| panic!("rollback: {e}"));
-    // Unlocked, the same leases at once.
-    let (more, _) = claimed(db, 3, 2, Limits { concurrency: Some(100), ..Limits::default() }).await;
-    let batched = report(db, &more, T0 + 20).await;
-    assert_eq!(batched.leased.len(), 2, "{:?}", ids(&batched.leased));
 }
 
 /// `Store::admit_guarded_leasing`: on PostgreSQL an admission leases its
-/// first step on a limited connection as a batch does (in a transaction
-/// holding the connection's row), beyond the claims' room; SQLite leases
-/// nothing at admission.
-pub(crate) async fn an_admission_leases_a_limited_first_step_beyond_the_claims_room(db: &TestDb) {
+/// first step on a limited connection from its process's allowance, as a
+/// batch does; SQLite leases nothing at admission.
+pub(crate) async fn an_admission_spends_its_processs_allowance(db: &TestDb) {
     let wf = workflow();
     put_flagship_package(db, &wf).await;
     ok(db.activate(FLAGSHIP, &wf.revision, T0, None).await, "activate");
-    db.set_limits(
-        std::iter::once(("breg".to_owned(), Limits { concurrency: Some(CLAIM_ROOM + 1), ..Limits::default() }))
-            .collect(),
-    );
-    let mut leased = Vec::new();
-    for n in 1..=2 {
+    let limits = Limits { concurrency: Some(CLAIM_ROOM + 2), ..Limits::default() };
+    db.set_limits(std::iter::once(("breg".to_owned(), limits)).collect());
+    let admit_one = |n: u32| {
         let new = new_run(&wf, &run_id(n), "alice", None, T0 + i64::from(n));
         let decision = Decision {
             connections: vec![(READ.to_owned(), "breg".to_owned())],
@@ -181,13 +181,16 @@ pub(crate) async fn an_admission_leases_a_limited_first_step_beyond_the_claims_r
             ..first(&wf, &new)
         };
         let lease = EagerLease { scope: WorkScope::All, until: T0 + LEASE_MS, rows: 10 };
-        let admitted = db.admit_guarded_leasing(&new, Some(("w1", lease)), || Ok::<_, StoreError>(decision)).await;
-        let (guarded, rows) = ok(admitted, "admit");
-        assert!(matches!(guarded, Guarded::Created));
-        leased.push(rows.len());
-    }
-    let expected = if db.is_postgres() { vec![1, 0] } else { vec![0, 0] };
-    assert_eq!(leased, expected, "one permit beyond the claims' room, then none");
-    let due = ok(db.claim_due(WorkScope::All, T0 + 10, "w2", LEASE_MS, all(10)).await, "claim");
-    assert_eq!(leased.iter().sum::<usize>() + due.work.len(), 2, "the rest is claimed: {:?}", ids(&due.work));
+        async move {
+            let admitted = db.admit_guarded_leasing(&new, Some(("w1", lease)), || Ok::<_, StoreError>(decision)).await;
+            let (guarded, rows) = ok(admitted, "admit");
+            assert!(matches!(guarded, Guarded::Created));
+            rows.len()
+        }
+    };
+    assert_eq!(admit_one(1).await, 0, "no allowance before a claim round");
+    assert_eq!(claim_round(db, T0 + 10, 10).await, 1, "the round takes run 1's row and an allowance of 2");
+    let leased = [admit_one(2).await, admit_one(3).await];
+    let expected = if db.is_postgres() { [1, 0] } else { [0, 0] };
+    assert_eq!(leased, expected, "one permit of the allowance free, then none");
 }
