@@ -201,6 +201,15 @@ impl Pace {
         }
     }
 
+    /// Refills the bucket to `now`, holding back `outstanding` tokens of its
+    /// size: tokens taken out ahead (a process's allowance) that may still be
+    /// spent, so that the bucket and those together never hold more than its
+    /// size.
+    pub fn refill_less(&mut self, limits: &Limits, outstanding: f64, now: i64) {
+        self.refill(limits, now);
+        self.tokens = self.tokens.min((limits.bucket() - outstanding).max(0.0));
+    }
+
     /// How many more requests the concurrency lets be in flight beyond
     /// `in_flight`, at the pace's slow-down; `None`: no concurrency limit.
     pub fn room(&self, limits: &Limits, in_flight: u32) -> Option<u32> {

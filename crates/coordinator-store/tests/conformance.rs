@@ -107,7 +107,8 @@ use eager::{
 use eager_limited::{
     a_batch_near_the_limit_leaves_every_permit_to_the_claims, a_batch_spends_its_processs_allowance,
     a_batch_spends_the_allowances_tokens, an_admission_spends_its_processs_allowance,
-    another_process_counts_an_allowance_as_in_flight, without_an_allowance_a_batch_leaves_its_rows_to_the_claims,
+    another_process_counts_an_allowance_as_in_flight, tokens_held_ahead_are_held_back_from_the_bucket,
+    without_an_allowance_a_batch_leaves_its_rows_to_the_claims,
 };
 use events::{
     a_guarded_admission_writes_only_through_an_open_gate, a_refused_admission_records_no_event,
@@ -258,6 +259,7 @@ conformance!(Current in connections_on_sqlite, connections_on_postgres:
     another_process_counts_an_allowance_as_in_flight,
     a_batch_spends_the_allowances_tokens,
     an_admission_spends_its_processs_allowance,
+    tokens_held_ahead_are_held_back_from_the_bucket,
 );
 
 conformance!(Current in fence_on_sqlite, fence_on_postgres:

@@ -8,8 +8,11 @@
 //!   leaves more than [`CLAIM_ROOM`] free beyond every other process's
 //!   share, the process takes up to [`MOST_PERMITS`] of the rest, for
 //!   [`ALLOWANCE_MS`]; with a rate, up to as many tokens, taken out of the
-//!   bucket, only while the bucket is more than half full. Near the limit
-//!   it takes none, and every permit goes through the claims.
+//!   bucket, only while the bucket is more than half full. Tokens held ahead
+//!   are recorded with the allowance and held back from the bucket's size
+//!   (`Pace::refill_less`) until the allowance is renewed or lapses, so the
+//!   bucket and every allowance together never hold more than its size.
+//!   Near the limit it takes none, and every permit goes through the claims.
 //! - **Counted** by every process as in flight: an owner with an allowance
 //!   holds `max(allowance, its leased rows)` permits; another owner its
 //!   leased rows. So the limit holds for the sum of every process.
@@ -47,9 +50,9 @@ const FORGET: &str = "DELETE FROM connection_allowances WHERE connection = $1 AN
 macro_rules! shares_sql {
     ($lanes:literal) => {
         concat!(
-            "SELECT w.owner, max(w.permits), max(w.leased) FROM (\
-             SELECT owner, permits, 0 AS leased FROM connection_allowances WHERE connection = $1 \
-             UNION ALL SELECT o.lease_owner, 0, count(*) FROM outbox o WHERE o.lane IN (SELECT l.value FROM ",
+            "SELECT w.owner, max(w.permits), max(w.leased), max(w.tokens) FROM (\
+             SELECT owner, permits, 0 AS leased, tokens FROM connection_allowances WHERE connection = $1 \
+             UNION ALL SELECT o.lease_owner, 0, count(*), 0 FROM outbox o WHERE o.lane IN (SELECT l.value FROM ",
             $lanes,
             ") AND o.lane IS NOT NULL AND o.lease_until >= $2 GROUP BY o.lease_owner) AS w GROUP BY w.owner"
         )
@@ -58,8 +61,9 @@ macro_rules! shares_sql {
 const SHARES_PG: &str = shares_sql!("unnest($3::text[]) AS l(value)");
 const SHARES_SQLITE: &str = shares_sql!("json_each($3) AS l");
 const DROP: &str = "DELETE FROM connection_allowances WHERE connection = $1 AND owner = $2";
-const KEEP: &str = "INSERT INTO connection_allowances (connection, owner, permits, until) VALUES ($1, $2, $3, $4) \
-     ON CONFLICT (connection, owner) DO UPDATE SET permits = excluded.permits, until = excluded.until";
+const KEEP: &str = "INSERT INTO connection_allowances (connection, owner, permits, tokens, until) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (connection, owner) \
+     DO UPDATE SET permits = excluded.permits, tokens = excluded.tokens, until = excluded.until";
 /// Owner `$2`'s allowance of connection `$1` at `$3`, key-share locked to the
 /// commit (see the module doc), and its leased rows of the connection's lanes
 /// (found by a skip over the lane index of leased rows, as `lanes::of` does).
@@ -98,6 +102,12 @@ impl Allowances {
         })
     }
 
+    /// The tokens this process holds ahead for connection `name` at `now`.
+    pub(crate) fn tokens(&self, name: &str, now: i64) -> f64 {
+        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.get(name).filter(|local| local.until > now).and_then(|local| local.tokens).unwrap_or(0.0)
+    }
+
     /// Whether this process's allowance of connection `name` lapses within
     /// half its life at `now` (or there is none): a claim round renews it.
     pub(crate) fn renewal_due(&self, name: &str, now: i64) -> bool {
@@ -120,6 +130,8 @@ pub(crate) struct Shares {
     pub(crate) mine: u32,
     /// Every other owner's share.
     pub(crate) others: u32,
+    /// Every other owner's tokens taken ahead, which the bucket holds back.
+    pub(crate) others_tokens: f64,
 }
 
 /// Removes connection `name`'s lapsed allowances (waiting for the commits
@@ -143,7 +155,7 @@ pub(crate) async fn shares(
     let mut shares = Shares::default();
     for row in tx.fetch_all(sql, vec![name.into(), now.into(), lanes.clone()]).await? {
         let owner: String = row.get(0)?;
-        let (permits, leased): (i64, i64) = (row.get(1)?, row.get(2)?);
+        let (permits, leased, tokens): (i64, i64, i64) = (row.get(1)?, row.get(2)?, row.get(3)?);
         let mut leased = u32::try_from(leased).unwrap_or(u32::MAX);
         let mine = me == Some(owner.as_str());
         if mine {
@@ -154,6 +166,9 @@ pub(crate) async fn shares(
         shares.total = shares.total.saturating_add(held);
         if !mine {
             shares.others = shares.others.saturating_add(held);
+            #[allow(clippy::cast_precision_loss, reason = "a few thousand tokens")]
+            let tokens = tokens as f64;
+            shares.others_tokens += tokens;
         }
     }
     Ok(shares)
@@ -183,14 +198,17 @@ pub(crate) async fn renew(
         Some(room) => room.saturating_sub(CLAIM_ROOM).min(MOST_PERMITS),
         None => MOST_PERMITS,
     };
+    let leftover = memory.allowances.tokens(name, now);
     let tokens = match limits.rate_per_second {
         Some(_) if permits > 0 => {
             let spare = pace.tokens - f64::from(CLAIM_ROOM).max(limits.bucket() / 2.0);
-            spare.floor().clamp(0.0, f64::from(MOST_PERMITS))
+            spare.floor().clamp(0.0, (f64::from(MOST_PERMITS) - leftover).max(0.0))
         }
         _ => 0.0,
     };
     pace.tokens -= tokens;
+    // Held back from the bucket until spent or lapsed: what this process holds ahead now.
+    let ahead = if permits == 0 { 0.0 } else { leftover + tokens };
     let until = now.saturating_add(ALLOWANCE_MS);
     if permits == 0 {
         // None: this process's rows count as leased rows alone (its commits spending the old one end first).
@@ -198,13 +216,16 @@ pub(crate) async fn renew(
     } else {
         // Never below what this process has in flight, its commits in progress included.
         let recorded = permits.max(shares.mine);
-        tx.execute(KEEP, vec![name.into(), me.into(), i64::from(recorded).into(), until.into()]).await?;
+        #[allow(clippy::cast_possible_truncation, reason = "whole tokens, at most a few thousand")]
+        let ahead_whole = ahead.ceil() as i64;
+        let args = vec![name.into(), me.into(), i64::from(recorded).into(), ahead_whole.into(), until.into()];
+        tx.execute(KEEP, args).await?;
     }
     memory.allowances.with(name, |local| {
         local.permits = permits;
         local.until = until;
-        local.tokens =
-            limits.rate_per_second.map(|_| (local.tokens.unwrap_or(0.0) + tokens).min(f64::from(MOST_PERMITS)));
+        // Dropped with the allowance: tokens held back no more may not be spent.
+        local.tokens = limits.rate_per_second.map(|_| ahead);
     });
     Ok(tokens > 0.0)
 }

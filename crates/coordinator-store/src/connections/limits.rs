@@ -279,6 +279,9 @@ impl Store {
             Take::Offer => None,
         };
         let shares = super::allowance::shares(&mut tx, &self.connections, name, &lanes_arg, now, me).await?;
+        // Tokens other processes hold ahead are not refilled; nor this one's, renewed below.
+        let ahead = shares.others_tokens + self.connections.allowance_tokens(name, now);
+        pace.refill_less(limits, ahead, now);
         let grant = pace.grant(limits, shares.total, room, now);
         let taken_rows = if grant.send > 0 {
             take_rows(&mut tx, &lanes_arg, take, now, owner, lease_ms, grant.send).await?

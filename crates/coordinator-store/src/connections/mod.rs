@@ -143,6 +143,11 @@ impl Memory {
         self.allowances.usable(name, now)
     }
 
+    /// The tokens this process holds ahead for `name` at `now` (see `allowance`).
+    pub(crate) fn allowance_tokens(&self, name: &str, now: i64) -> f64 {
+        self.allowances.tokens(name, now)
+    }
+
     /// Whether a claim round should renew this process's allowance of `name` at `now`.
     pub(crate) fn allowance_renewal_due(&self, name: &str, now: i64) -> bool {
         self.allowances.renewal_due(name, now)

@@ -194,3 +194,19 @@ pub(crate) async fn an_admission_spends_its_processs_allowance(db: &TestDb) {
     let expected = if db.is_postgres() { [1, 0] } else { [0, 0] };
     assert_eq!(leased, expected, "one permit of the allowance free, then none");
 }
+
+pub(crate) async fn tokens_held_ahead_are_held_back_from_the_bucket(db: &TestDb) {
+    waiting(db, 100..=250).await;
+    // A bucket of 100 at 1 000 a second: the claim spends 1, the allowance takes 49 of the 99 left.
+    let rate = Limits { rate_per_second: Some(1_000.0), burst: Some(100), ..Limits::default() };
+    let (_, other) = claimed(db, 1, 1, rate).await;
+    let at = T0 + 300;
+    assert_eq!(claim_round(db, at, 1).await, 1);
+    let held = raw_count(db, "SELECT coalesce(max(tokens), 0) FROM connection_allowances WHERE owner = 'w1'").await;
+    let expected = if db.is_postgres() { 49 } else { 0 };
+    assert_eq!(held, expected, "tokens held ahead are recorded with the allowance");
+    // Most of a second later the bucket would be full again; it refills only to its size less what w1 holds.
+    let later = at + 900;
+    let due = ok(other.claim_due(WorkScope::All, later, "w2", LEASE_MS, all(200)).await, "another process");
+    assert_eq!(due.work.len(), 100 - expected as usize, "the bucket and the allowance never hold more than 100");
+}
