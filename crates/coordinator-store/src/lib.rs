@@ -22,6 +22,7 @@
 //! - `audit`: the hash-chained journal: written with its decision, sealed after commit, read.
 //! - `batch_leases`: the leases of a PostgreSQL batch of reports, read first and held to commit.
 //! - `batch_sqlite`: group commit of fenced reports on SQLite.
+//! - `grouped`: a batch's writes gathered into a statement per kind of write (deletes first), and which decisions may be.
 //! - `batch`: group commit of fenced reports: many runs' reports in one transaction.
 //! - `claims`: leases on outbox and timer rows, the fencing check, when work is next due.
 //! - `connections`: the deployment's state of each connection: an operator's pause.
