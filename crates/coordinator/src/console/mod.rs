@@ -57,6 +57,7 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/console/audit/verify", post(deployment::verify))
         .route("/console/live", get(live::events))
         .route("/console/assets/{file}", get(assets::serve))
+        .route("/console/{*rest}", get(not_found))
 }
 
 /// A rendered page (see [`page`]).
@@ -131,15 +132,41 @@ pub(crate) fn rfc3339(ms: i64) -> String {
 /// A `403` page for a viewer without the role (the API's rule).
 pub(crate) fn forbidden(role: Role, workflow: Option<&str>) -> Response {
     let message = match workflow {
+        Some("*") => format!("You do not hold the `{}` role for every workflow, which this needs.", role.as_str()),
         Some(w) => format!("You do not hold the `{}` role for workflow `{w}`.", role.as_str()),
         None => format!("You do not hold the `{}` role for this.", role.as_str()),
     };
-    with_headers(
-        (StatusCode::FORBIDDEN, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message).into_response(),
-    )
+    problem(StatusCode::FORBIDDEN, message)
 }
 
-/// A plain error page with its status.
+/// An error page with its status: the message in words (a `code` span for
+/// each backticked name), and the way back into the console.
 pub(crate) fn problem(status: StatusCode, message: impl Into<String>) -> Response {
-    with_headers((status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message.into()).into_response())
+    let message = message.into();
+    let parts = message.split('`').enumerate().map(|(i, text)| (i % 2 == 1, text.to_owned())).collect();
+    let title = match status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::FORBIDDEN => "Not allowed",
+        StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => "This request cannot be carried out",
+        StatusCode::CONFLICT => "Not now",
+        StatusCode::SERVICE_UNAVAILABLE => "The service cannot answer now",
+        _ => "Something went wrong",
+    };
+    page(&ProblemPage { title, parts }, status)
 }
+
+/// `404` for a console path that names no page.
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Response {
+    let path = uri.path();
+    problem(StatusCode::NOT_FOUND, format!("There is no console page at `{path}`."))
+}
+
+#[derive(Template)]
+#[template(path = "console/problem.html")]
+struct ProblemPage {
+    title: &'static str,
+    /// The message, split at backticks: `(true, name)` for a name shown as code.
+    parts: Vec<(bool, String)>,
+}
+
+impl Page for ProblemPage {}

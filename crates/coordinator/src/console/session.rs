@@ -103,8 +103,10 @@ impl Viewer {
         if same {
             Ok(())
         } else {
-            Err((StatusCode::FORBIDDEN, "the form is not from this session (CSRF check): reload the page")
-                .into_response())
+            Err(super::problem(
+                StatusCode::FORBIDDEN,
+                "The form is not from this session (its CSRF token does not match): reload the page and send it again.",
+            ))
         }
     }
 }

@@ -215,6 +215,16 @@ try {
   await page.waitForSelector("#pause-registry");
   results.push("a connection paused and resumed");
 
+  // An unknown console path is a page in words with the way back, not an empty 404.
+  const missing = await page.goto(`${url}/console/no-such-page`);
+  check(missing.status() === 404, `an unknown path answered ${missing.status()}`);
+  check((await page.locator("#problem-title").textContent()).trim() === "Not found", "no title on the 404 page");
+  check((await page.locator("#problem code").textContent()) === "/console/no-such-page", "the 404 page names no path");
+  await accessible(page, "not found");
+  await page.getByRole("link", { name: "Back to the runs" }).click();
+  await page.waitForURL(/\/console\/runs$/);
+  results.push("an unknown console path is a page with the way back");
+
   // Signing out ends the session on the server: the old cookie, replayed in a fresh browser, opens nothing.
   const before = (await page.context().cookies()).filter((c) => c.name === "coordinator_session");
   check(before.length === 1, "no session cookie to sign out of");

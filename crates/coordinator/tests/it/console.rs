@@ -389,3 +389,35 @@ fn signing_out_ends_the_session_on_every_process() {
         assert_eq!(again.page("/console/runs").await.0, 200);
     });
 }
+
+/// Every console error is a page in words with the way back: an unknown
+/// console path (`404`), a form from another session (`403`), a role not
+/// held (`403`) — HTML with the sections' links, names shown as code, not
+/// bare text with Markdown backticks.
+#[test]
+fn console_errors_are_pages_in_words_with_navigation() {
+    on_runtime(async {
+        let stack = stack().await;
+        let session = Session::sign_in(&stack.url, TOKEN).await;
+        let reader = Session::sign_in(&stack.url, READER_TOKEN).await;
+        let unknown = session.get("/console/no-such-page").await;
+        let forged = session.post_form("/console/audit/verify", &[("csrf", "not-this-sessions")]).await;
+        let (_, html) = reader.page("/console/deployment").await;
+        let refused = reader.post_form("/console/audit/verify", &[("csrf", &csrf(&html))]).await;
+        for (response, status, words) in [
+            (unknown, 404, "There is no console page at <code>/console/no-such-page</code>."),
+            (forged, 403, "reload the page and send it again"),
+            (refused, 403, "You do not hold the <code>operate</code> role for every workflow"),
+        ] {
+            assert_eq!(response.status().as_u16(), status);
+            let kind = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let page = response.text().await.unwrap_or_default();
+            assert!(kind.starts_with("text/html"), "{kind}: {page}");
+            assert!(page.contains(words), "{page}");
+            assert!(!page.contains('`'), "no Markdown backticks: {page}");
+            for link in ["href=\"/console/runs\"", "href=\"/console/attention\"", "href=\"/console/deployment\""] {
+                assert!(page.contains(link), "{link} missing: {page}");
+            }
+        }
+    });
+}
