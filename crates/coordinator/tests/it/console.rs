@@ -421,3 +421,33 @@ fn console_errors_are_pages_in_words_with_navigation() {
         }
     });
 }
+
+/// A bulk action over one run speaks of one run ("Reconcile 1 run", "Done: 1 of 1 run").
+#[test]
+fn a_bulk_action_over_one_run_says_run() {
+    on_runtime(async {
+        let stack = stack().await;
+        uncertain(&stack, &["console-bulk-one"]).await;
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (status, preview) = me
+            .page("/console/bulk?action=reconcile&workflow=reviewed-notice&reason=unknown-effect&step=send-notice")
+            .await;
+        assert_eq!(status, 200);
+        assert!(preview.contains("Reconcile 1 run<") && !preview.contains("1 runs"), "{preview}");
+        let marker = "name=\"runs\" value=\"";
+        let start = preview.find(marker).map(|i| i + marker.len()).unwrap_or_else(|| panic!("no runs field"));
+        let selected = preview[start..].split('"').next().unwrap_or_default().to_owned();
+        let token = csrf(&preview);
+        let form = [
+            ("csrf", token.as_str()),
+            ("action", "reconcile"),
+            ("workflow", "reviewed-notice"),
+            ("step", "send-notice"),
+            ("runs", selected.as_str()),
+            ("reason", "one notice lost in the outage"),
+        ];
+        let done = me.post_form("/console/bulk", &form).await;
+        let result = done.text().await.unwrap_or_default();
+        assert!(result.contains("Done: 1 of 1 run.") && !result.contains("1 runs"), "{result}");
+    });
+}
