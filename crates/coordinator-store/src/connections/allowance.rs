@@ -66,16 +66,15 @@ const KEEP: &str = "INSERT INTO connection_allowances (connection, owner, permit
      DO UPDATE SET permits = excluded.permits, tokens = excluded.tokens, until = excluded.until";
 /// Owner `$2`'s allowance of connection `$1` at `$3`, key-share locked to the
 /// commit (see the module doc), and its leased rows of the connection's lanes
-/// (found by a skip over the lane index of leased rows, as `lanes::of` does).
-const SPEND_PG: &str = "WITH RECURSIVE leased(lane) AS (\
-     SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NOT NULL AND lane IS NOT NULL) \
-     UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NOT NULL AND o.lane IS NOT NULL \
-     AND o.lane > leased.lane) FROM leased WHERE leased.lane IS NOT NULL), \
-     mine AS (SELECT lane FROM leased WHERE split_part(lane, '/', 1) = $1), \
+/// (found as `lanes::of` finds them, in the same statement).
+const SPEND_PG: &str = concat!(
+    super::lanes::lanes_with_pg!(),
+    ", mine AS (SELECT lane FROM lanes WHERE split_part(lane, '/', 1) = $1), \
      a AS (SELECT permits FROM connection_allowances WHERE connection = $1 AND owner = $2 AND until >= $3 \
      FOR KEY SHARE) \
      SELECT (SELECT permits FROM a), (SELECT count(*) FROM outbox o WHERE o.lane = ANY(ARRAY(SELECT lane FROM mine)) \
-     AND o.lane IS NOT NULL AND o.lease_until >= $3 AND o.lease_owner = $2)";
+     AND o.lane IS NOT NULL AND o.lease_until >= $3 AND o.lease_owner = $2)"
+);
 
 /// What this process remembers of one connection's allowance.
 #[derive(Debug, Default, Clone)]

@@ -21,17 +21,27 @@ pub fn workflow_lane(connection: &str, workflow: &str) -> String {
     format!("{connection}{SUB}{workflow}")
 }
 
-/// Every distinct lane with a row in the outbox, unleased or leased: a skip
-/// over each lane index (PostgreSQL's two are partial by lease).
-const LANES_PG: &str = "WITH RECURSIVE fresh(lane) AS (\
-     SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NULL AND lane IS NOT NULL) \
-     UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NULL AND o.lane IS NOT NULL \
-     AND o.lane > fresh.lane) FROM fresh WHERE fresh.lane IS NOT NULL), \
-     leased(lane) AS (\
-     SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NOT NULL AND lane IS NOT NULL) \
-     UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NOT NULL AND o.lane IS NOT NULL \
-     AND o.lane > leased.lane) FROM leased WHERE leased.lane IS NOT NULL) \
-     SELECT lane FROM fresh WHERE lane IS NOT NULL UNION SELECT lane FROM leased WHERE lane IS NOT NULL";
+/// PostgreSQL: a `WITH` naming `lanes`, every distinct lane with a row in
+/// the outbox, unleased or leased: a skip over each lane index (the two are
+/// partial by lease), one probe per lane. Statements that need a
+/// connection's lanes in the same statement start with it.
+macro_rules! lanes_with_pg {
+    () => {
+        "WITH RECURSIVE fresh(lane) AS (\
+         SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NULL AND lane IS NOT NULL) \
+         UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NULL AND o.lane IS NOT NULL \
+         AND o.lane > fresh.lane) FROM fresh WHERE fresh.lane IS NOT NULL), \
+         leased(lane) AS (\
+         SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NOT NULL AND lane IS NOT NULL) \
+         UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NOT NULL AND o.lane IS NOT NULL \
+         AND o.lane > leased.lane) FROM leased WHERE leased.lane IS NOT NULL), \
+         lanes AS (SELECT lane FROM fresh WHERE lane IS NOT NULL UNION SELECT lane FROM leased WHERE lane IS NOT NULL)"
+    };
+}
+pub(crate) use lanes_with_pg;
+
+/// Every distinct lane with a row in the outbox ([`lanes_with_pg`]).
+const LANES_PG: &str = concat!(lanes_with_pg!(), " SELECT lane FROM lanes");
 const LANES_SQLITE: &str = "WITH RECURSIVE l(lane) AS (\
      SELECT (SELECT min(lane) FROM outbox WHERE lane IS NOT NULL) \
      UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lane IS NOT NULL AND o.lane > l.lane) \

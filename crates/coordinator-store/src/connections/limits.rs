@@ -118,22 +118,16 @@ macro_rules! next_sql {
 const NEXT_PG: &str = next_sql!("unnest($1::text[]) AS l(value)");
 /// Per connection with lanes in the outbox (found by a skip over the lane
 /// indexes, as `lanes::of` finds them): `next_sql!`'s two instants.
-const LANES_DUE_PG: &str = "WITH RECURSIVE fresh(lane) AS (\
-     SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NULL AND lane IS NOT NULL) \
-     UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NULL AND o.lane IS NOT NULL \
-     AND o.lane > fresh.lane) FROM fresh WHERE fresh.lane IS NOT NULL), \
-     leased(lane) AS (\
-     SELECT (SELECT min(lane) FROM outbox WHERE lease_until IS NOT NULL AND lane IS NOT NULL) \
-     UNION ALL SELECT (SELECT min(o.lane) FROM outbox o WHERE o.lease_until IS NOT NULL AND o.lane IS NOT NULL \
-     AND o.lane > leased.lane) FROM leased WHERE leased.lane IS NOT NULL), \
-     lanes AS (SELECT lane FROM fresh WHERE lane IS NOT NULL UNION SELECT lane FROM leased WHERE lane IS NOT NULL) \
-     SELECT split_part(l.lane, '/', 1), \
+const LANES_DUE_PG: &str = concat!(
+    super::lanes::lanes_with_pg!(),
+    " SELECT split_part(l.lane, '/', 1), \
      MIN((SELECT o.not_before FROM outbox o JOIN runs r ON r.id = o.run_id WHERE o.lane = l.lane \
      AND o.lane IS NOT NULL AND o.lease_until IS NULL AND (NOT r.held OR o.kind = 'receipt') \
      ORDER BY o.not_before LIMIT 1)), \
      MIN((SELECT o.lease_until + 1 FROM outbox o WHERE o.lane = l.lane AND o.lane IS NOT NULL \
      AND o.lease_until IS NOT NULL ORDER BY o.lease_until LIMIT 1)) \
-     FROM lanes l GROUP BY 1";
+     FROM lanes l GROUP BY 1"
+);
 const NEXT_SQLITE: &str = next_sql!("json_each($1) AS l");
 impl Store {
     /// Sets the connections this process claims under limits (runtime.yaml
