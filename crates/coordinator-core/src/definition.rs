@@ -1,7 +1,7 @@
 //! The compiled definition of a workflow and its revision.
 //!
 //! The definition is everything that changes execution and nothing else:
-//! steps, operations with their pinned catalog descriptors, triggers, input and
+//! steps, operations with their pinned catalog descriptors, triggers, search keys, input and
 //! outcome schemas, the deadline and the function source. The revision is
 //! `sha256:<hex>` over its canonical JSON (RFC 8785), so titles, descriptions,
 //! `project.version`, comments, key order and YAML layout cannot change it.
@@ -29,6 +29,10 @@ pub struct Definition {
     pub operations: BTreeMap<String, PinnedOperation>,
     /// Trigger name -> trigger.
     pub triggers: BTreeMap<String, Trigger>,
+    /// Search key name -> the function computing it from the input (absent
+    /// when there is none, so a workflow without keys keeps its revision).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub search_keys: BTreeMap<String, String>,
     /// The first step.
     pub start: String,
     /// Step id -> step.

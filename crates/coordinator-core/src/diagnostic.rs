@@ -122,6 +122,8 @@ codes! {
     TriggerUnknownEvent = "trigger.unknown-event",
     /// A trigger names a connection the runtime configuration does not have.
     TriggerUnknownConnection = "trigger.unknown-connection",
+    /// A search key's function fails, or returns what a key cannot hold, on a sample of the input schema.
+    SearchKeyResult = "search-key.result",
     /// A project catalog uses a product name that the built-in catalog already has.
     CatalogShadowsBuiltin = "catalog.shadows-builtin",
     /// Two project catalog files describe the same product.

@@ -21,6 +21,8 @@
 //! - [`scenario`]: the scenario runner behind `coordinatorctl test`.
 //! - [`json_schema`]: compiling the JSON Schemas a project embeds and
 //!   validating values against them, with no remote `$ref`.
+//! - [`schema_sample`]: valid sample instances of a JSON Schema, for proofs
+//!   that evaluate a function on inputs the schema accepts.
 //! - [`editor_schema`]: the JSON Schemas of the file formats, generated from
 //!   the model for editors (the copies under `schemas/`).
 //! - [`signature`]: verifying a signed product event's `Coordinator-Signature`.
@@ -41,5 +43,6 @@ pub mod model;
 pub mod pace;
 pub mod package;
 pub mod scenario;
+pub mod schema_sample;
 pub mod signature;
 pub mod yaml;

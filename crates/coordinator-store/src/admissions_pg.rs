@@ -42,7 +42,7 @@ use crate::types::{ClaimedRun, Decision, EagerLease, NewRun, WorkItem, WorkKind}
 /// at once where `$21` says so, to `$23` until `$22`; timers `$24`–`$26`;
 /// waits `$27`–`$29`; journal rows `$30`–`$34`; each outbox row's connection
 /// `$35`; now `$36`: nothing is leased while any connection is held back,
-/// `e`, which each returned row says). `$gate` (a literal, `""` for
+/// `e`, which each returned row says; search keys `$37`–`$39`, `s`). `$gate` (a literal, `""` for
 /// none) is a condition on each run of `i`. `'attention'` is
 /// `RunState::Attention.as_str()` (a test in `runs` keeps them equal).
 macro_rules! admit_pg_sql {
@@ -63,6 +63,9 @@ macro_rules! admit_pg_sql {
      SELECT id, workflow, revision, owner, idempotency_key, input_digest, state, held, admitted_at, admitted_at, 1, \
      snapshot, trace_parent, outcome, attention_step, CASE WHEN state = 'attention' THEN admitted_at END, \
      snapshot_base FROM i WHERE idempotency_key IS NULL OR id IN (SELECT run_id FROM k) RETURNING id), \
+   s AS (INSERT INTO run_keys (name, value, run_id) \
+     SELECT s.name, s.value, s.run_id FROM unnest($37::uuid[], $38::text[], $39::text[]) AS s(run_id, name, value) \
+     WHERE s.run_id IN (SELECT id FROM r)), \
    e AS (SELECT NOT EXISTS (SELECT 1 FROM connections c WHERE c.paused_at IS NOT NULL OR c.hold_until > $36 \
      OR c.breaker <> 'closed') AS ok), \
    q AS (INSERT INTO outbox (run_id, step, kind, attempt, not_before, lease_owner, lease_until, claims, lane, \
@@ -271,6 +274,7 @@ pub(crate) async fn admit(
         Arg::MaybeTexts(q.7.clone()),
         now.into(),
     ]);
+    args.extend(crate::search_keys::columns(runs.iter().zip(&sent).filter(|(_, sent)| **sent).map(|(a, _)| a.new)));
     let sql = if guarded { ADMIT_GUARDED_PG } else { ADMIT_PG };
     let mut created = std::collections::HashSet::new();
     let mut leasing = true;

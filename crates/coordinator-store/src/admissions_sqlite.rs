@@ -91,6 +91,7 @@ pub(crate) async fn admit(tx: &mut Tx, runs: &[Admitting<'_>]) -> Result<Vec<boo
     }
     if !created.is_empty() {
         write_rows(tx, &columns, &grouped, &journal, &created).await?;
+        crate::search_keys::insert(tx, runs.iter().map(|a| a.new).filter(|new| created.contains(&new.id))).await?;
     }
     Ok(runs.iter().map(|a| created.contains(&a.new.id)).collect())
 }

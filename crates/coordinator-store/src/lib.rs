@@ -42,6 +42,7 @@
 //! - `retention`: day partitions and retention.
 //! - `runs`: activating a revision, admitting, applying a decision, reading one run.
 //! - `schema`: whether a database's schema is this version's.
+//! - `search_keys`: the runs' search keys: written at admission, read for a run's pages.
 //! - `snapshot_frame`: a run's snapshot in two columns, a base written rarely and a head each decision.
 //! - `stats`: monitoring reads at scrape time.
 //! - `tidy`: vacuuming the queue tables on PostgreSQL.
@@ -77,6 +78,7 @@ mod remote;
 mod retention;
 mod runs;
 mod schema;
+mod search_keys;
 pub mod snapshot_frame;
 mod stats;
 mod tidy;

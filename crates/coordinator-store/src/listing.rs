@@ -63,6 +63,8 @@ impl Store {
             workflow: filter.workflow.clone(),
             state: filter.state,
             owner: filter.owner.clone(),
+            keys: filter.keys.clone(),
+            idempotency_key: filter.idempotency_key.clone(),
             ..ListFilter::default()
         };
         let mut q = Query::new(SELECT_RUNS);
@@ -181,6 +183,14 @@ pub(crate) fn push_filter(q: &mut Query, filter: &ListFilter, revision: Revision
     }
     if let Some(id) = &filter.run_id {
         q.push(" AND id = ").bind(Arg::id(id));
+    }
+    // Found through their own index (`run_keys`' and `admission_keys_by_key`), then joined by id.
+    for (name, value) in &filter.keys {
+        q.push(" AND id IN (SELECT run_id FROM run_keys WHERE name = ").bind(name.as_str());
+        q.push(" AND value = ").bind(value.as_str()).push(")");
+    }
+    if let Some(key) = &filter.idempotency_key {
+        q.push(" AND id IN (SELECT run_id FROM admission_keys WHERE idempotency_key = ").bind(key.as_str()).push(")");
     }
     Some(())
 }

@@ -45,7 +45,7 @@ const LOCK_TIMEOUT: &str = "SELECT pg_advisory_xact_lock($1), set_config('lock_t
 /// The audit kind of a retention cut (a deployment-level entry).
 const RETENTION: &str = "retention";
 /// The tables whose rows belong to a run (besides `runs` and `audit`).
-const RUN_ROWS: [&str; 5] = ["admission_keys", "trigger_events", "outbox", "timers", "waits"];
+const RUN_ROWS: [&str; 6] = ["admission_keys", "run_keys", "trigger_events", "outbox", "timers", "waits"];
 
 const LAST_DAY: &str = "SELECT COALESCE(max(hi_ms), 0) FROM partition_days WHERE tbl = $1";
 /// Whether a recorded partition of `$1` overlaps the day `[$2, $3)`.

@@ -44,6 +44,9 @@ pub struct NewRun {
     /// The W3C `traceparent` the admitting caller sent (validated by the
     /// service; the store keeps it opaque), if any.
     pub trace_parent: Option<String>,
+    /// Its search keys (name, value), computed from the input by the
+    /// workflow's declared functions; stored in clear and indexed.
+    pub search_keys: Vec<(String, String)>,
 }
 
 /// The product event a trigger admits a run from, as deduplicated: the
@@ -247,6 +250,10 @@ pub struct RunFilter {
     pub state: Option<RunState>,
     /// Only runs of this owner.
     pub owner: Option<String>,
+    /// Only runs with each of these search keys (name, value), exactly.
+    pub keys: Vec<(String, String)>,
+    /// Only runs admitted with this idempotency key (by any caller).
+    pub idempotency_key: Option<String>,
 }
 
 /// Which runs the console lists (`Store::list_runs_newest`,
@@ -274,6 +281,10 @@ pub struct ListFilter {
     pub admitted_to: Option<i64>,
     /// Only the run with this id.
     pub run_id: Option<String>,
+    /// Only runs with each of these search keys (name, value), exactly.
+    pub keys: Vec<(String, String)>,
+    /// Only runs admitted with this idempotency key (by any caller).
+    pub idempotency_key: Option<String>,
 }
 
 /// Why runs wait for an operator, as monitoring counts them.

@@ -56,6 +56,8 @@ mod redispatch;
 mod remote;
 #[path = "conformance/retention.rs"]
 mod retention;
+#[path = "conformance/search_keys.rs"]
+mod search_keys;
 mod support;
 #[path = "conformance/trace.rs"]
 mod trace;
@@ -149,6 +151,7 @@ use retention::{
     partitions_made_by_two_processes_at_once_are_made_once_and_none_is_skipped,
     retention_removes_ended_days_and_keeps_from_the_first_live_one,
 };
+use search_keys::runs_are_found_by_their_search_keys_on_every_admission_path;
 use serde_json::json;
 use support::{T0, admit, deciding, first, new_run, run_id, workflow};
 use trace::{a_run_keeps_its_trace_parent_for_every_read, claims_carry_the_trace_parent_of_their_run};
@@ -217,6 +220,7 @@ conformance!(Current in on_sqlite, on_postgres:
     pending_entries_are_sealed_in_order_once,
     concurrent_sealers_chain_every_entry_once,
     a_batch_chains_its_entries_as_it_commits,
+    runs_are_found_by_their_search_keys_on_every_admission_path,
 );
 
 conformance!(Current in batch_on_sqlite, batch_on_postgres:

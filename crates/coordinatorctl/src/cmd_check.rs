@@ -99,6 +99,12 @@ fn unavailable_message(message: &str, format: Format, command: &str) -> Exit {
     Exit::Unavailable
 }
 
+/// The search keys of an accepted project: values taken from run inputs and
+/// stored in clear (their authors declare them not secret).
+fn clear_keys(report: &Report) -> Vec<String> {
+    report.checked.iter().flat_map(|c| c.workflow.search_keys.keys().cloned()).collect()
+}
+
 /// Runs `check`.
 pub fn run(project: &Path, runtime: Option<&RuntimeArgs<'_>>, format: Format, deny_warnings: bool) -> Exit {
     match load_with(project, runtime, format, "check", deny_warnings) {
@@ -113,15 +119,27 @@ pub fn run(project: &Path, runtime: Option<&RuntimeArgs<'_>>, format: Format, de
                         report.revision().unwrap_or("?"),
                         if warnings > 0 { format!(" ({warnings} warning(s))") } else { String::new() }
                     ));
+                    let keys = clear_keys(&report);
+                    if !keys.is_empty() {
+                        crate::render::out(&format!(
+                            "note: stored in clear and indexed, declared not secret: search key(s) {}\n",
+                            keys.join(", ")
+                        ));
+                    }
                 }
                 Format::Json => {
-                    let value = render::report(
+                    let mut value = render::report(
                         "check",
                         true,
                         report.workflow.as_deref(),
                         report.revision(),
                         &report.diagnostics,
                     );
+                    // Only for a project that has search keys: the report keeps its shape otherwise.
+                    let keys = clear_keys(&report);
+                    if !keys.is_empty() {
+                        value["searchKeysInClear"] = serde_json::json!(keys);
+                    }
                     render::print_json(&value);
                 }
             }

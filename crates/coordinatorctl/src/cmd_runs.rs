@@ -60,6 +60,10 @@ pub struct ListArgs {
     pub cursor: Option<String>,
     /// Follow `next` until the last page.
     pub all: bool,
+    /// Search key filters (name, value), each exact.
+    pub keys: Vec<(String, String)>,
+    /// Only runs admitted with this idempotency key.
+    pub idempotency_key: Option<String>,
 }
 
 /// Runs `list`: `GET /v1/runs`, following the cursor with `--all`.
@@ -72,7 +76,11 @@ pub fn list(args: &ServiceArgs, list: &ListArgs) -> Exit {
     let mut cursor = list.cursor.clone();
     let mut runs: Vec<Value> = Vec::new();
     loop {
-        let mut query: Vec<(&str, &str)> = Vec::new();
+        let named: Vec<(String, &str)> = list.keys.iter().map(|(n, v)| (format!("key.{n}"), v.as_str())).collect();
+        let mut query: Vec<(&str, &str)> = named.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        if let Some(key) = &list.idempotency_key {
+            query.push(("idempotencyKey", key));
+        }
         if let Some(workflow) = &list.workflow {
             query.push(("workflow", workflow));
         }

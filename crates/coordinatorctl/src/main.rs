@@ -159,6 +159,12 @@ enum Command {
         /// Follow the cursor to the last page.
         #[arg(long)]
         all: bool,
+        /// Only runs whose search key NAME is exactly VALUE (`NAME=VALUE`; repeat for several keys).
+        #[arg(long = "key", value_name = "NAME=VALUE", value_parser = search_key)]
+        keys: Vec<(String, String)>,
+        /// Only runs admitted with this idempotency key.
+        #[arg(long)]
+        idempotency_key: Option<String>,
         #[command(flatten)]
         service: ServiceArgs,
     },
@@ -307,8 +313,8 @@ fn main() -> ExitCode {
         Command::Test { project, format } => cmd_test::run(&project, format),
         Command::Status { run, service } => cmd_runs::status(&service, &run),
         Command::Inspect { run, service } => cmd_inspect::run(&service, &run),
-        Command::List { workflow, state, limit, cursor, all, service } => {
-            cmd_runs::list(&service, &ListArgs { workflow, state, limit, cursor, all })
+        Command::List { workflow, state, limit, cursor, all, keys, idempotency_key, service } => {
+            cmd_runs::list(&service, &ListArgs { workflow, state, limit, cursor, all, keys, idempotency_key })
         }
         Command::Cancel { run, service } => cmd_runs::command(&service, &run, Operator::Cancel),
         Command::RetrySame { run, step, service } => cmd_runs::command(&service, &run, Operator::RetrySame(&step)),
@@ -327,4 +333,14 @@ fn main() -> ExitCode {
         Command::Activate { package, digest, service } => cmd_activate::run(&service, &package, digest.as_deref()),
     };
     exit.into()
+}
+
+/// A `--key NAME=VALUE` search key filter.
+fn search_key(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !value.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => {
+            Err("write NAME=VALUE, NAME a search key the workflow declares (e.g. applicationId=0199c8a0-…)".to_owned())
+        }
+    }
 }

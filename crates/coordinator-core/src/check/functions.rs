@@ -1,9 +1,9 @@
 //! Function proofs: every mapping names a function of `functions.rhai` with as
-//! many parameters as it passes arguments. Skipped when the file did not
+//! many parameters as it passes arguments (a search key's function, one: the input). Skipped when the file did not
 //! compile (its own `function.compile` diagnostic says why; no cascade).
 
 use crate::diagnostic::Code;
-use crate::model::workflow::Mapping;
+use crate::model::workflow::{Mapping, Source};
 use crate::yaml::{Part, Path};
 
 use super::context::{Ctx, step_path};
@@ -23,6 +23,11 @@ pub fn check(cx: &mut Ctx<'_>) {
         let base = Path::root().key("triggers").key(name);
         one(cx, &base.key("input"), &trigger.input);
         one(cx, &base.key("idempotencyKey"), &trigger.idempotency_key);
+    }
+    for (name, key) in &wf.search_keys {
+        // A search key's function is called with one argument: the run input.
+        let mapping = Mapping { function: key.function.clone(), arguments: vec![Source::Input] };
+        one(cx, &Path::root().key("searchKeys").key(name), &mapping);
     }
 }
 

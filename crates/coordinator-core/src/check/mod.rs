@@ -16,6 +16,7 @@ pub mod operations;
 pub mod outcomes;
 pub mod runtime;
 pub mod schemas;
+pub mod search_keys;
 pub mod triggers;
 pub mod waits;
 pub mod worker;
@@ -209,7 +210,7 @@ fn check(
         return Ok(finish(workflow_id, diagnostics, None, files));
     };
 
-    let (functions_source, signatures) = match source.read(&workflow.functions)? {
+    let (functions_source, compiled) = match source.read(&workflow.functions)? {
         None => {
             let span = root.span_of(&Path::root().key("functions"), Part::Value);
             diagnostics.push(Diagnostic::error(
@@ -222,8 +223,8 @@ fn check(
             (None, None)
         }
         Some(text) => {
-            let signatures = match Functions::compile(&text, Limits::default()) {
-                Ok(functions) => Some(functions.signatures()),
+            let compiled = match Functions::compile(&text, Limits::default()) {
+                Ok(functions) => Some(functions),
                 Err(e) => {
                     diagnostics.push(Diagnostic::error(
                         Code::FunctionCompile,
@@ -236,9 +237,10 @@ fn check(
                 }
             };
             files.push((workflow.functions.clone(), text.clone()));
-            (Some(text), signatures)
+            (Some(text), compiled)
         }
     };
+    let signatures = compiled.as_ref().map(Functions::signatures);
 
     let mut cx = Ctx::new(&workflow, &root, WORKFLOW_FILE, &catalog, signatures.as_deref());
     operations::check(&mut cx);
@@ -249,6 +251,7 @@ fn check(
     outcomes::check(&mut cx);
     schemas::check(&mut cx);
     triggers::check(&mut cx);
+    search_keys::check(&mut cx, compiled.as_ref());
     if let Some(rt) = runtime {
         runtime::check(&mut cx, rt);
     }
@@ -305,6 +308,7 @@ fn compile(
         input: workflow.input.clone(),
         operations,
         triggers: workflow.triggers.clone(),
+        search_keys: workflow.search_keys.iter().map(|(name, key)| (name.clone(), key.function.clone())).collect(),
         start: workflow.start.clone(),
         steps: workflow.steps.clone(),
         outcomes: workflow.outcomes.clone(),

@@ -2,8 +2,8 @@
 
 use crate::diagnostic::Span;
 use crate::model::workflow::{
-    CallStep, ChooseStep, CompletionRef, FinishStep, Mapping, OperationBinding, ProjectMeta, RetryPolicy, Source, Step,
-    Trigger, WaitForStep, WaitUntilStep, WorkflowFile, WorkflowKind, WorkflowMeta,
+    CallStep, ChooseStep, CompletionRef, FinishStep, Mapping, OperationBinding, ProjectMeta, RetryPolicy, SearchKey,
+    Source, Step, Trigger, WaitForStep, WaitUntilStep, WorkflowFile, WorkflowKind, WorkflowMeta,
 };
 use crate::model::{API_VERSION, ApiVersion};
 use crate::yaml::{Key, Node};
@@ -20,6 +20,7 @@ const TOP: &[&str] = &[
     "input",
     "operations",
     "triggers",
+    "searchKeys",
     "start",
     "steps",
     "outcomes",
@@ -55,6 +56,10 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<WorkflowFile> {
         None => Some(Default::default()),
         Some(n) => d.map_of(n, "trigger", true, trigger),
     };
+    let search_keys = match f.get("searchKeys") {
+        None => Some(Default::default()),
+        Some(n) => d.map_of(n, "search key", true, search_key),
+    };
     let start = f.get("start").and_then(|n| d.name(n, "start"));
     let steps = f.get("steps").and_then(|n| d.map_of(n, "step id", true, step));
     let outcomes = f.get("outcomes").and_then(|n| d.map_of(n, "outcome", true, |d, _, v| Some(d.json(v))));
@@ -68,6 +73,7 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<WorkflowFile> {
         input: input?,
         operations: operations?,
         triggers: triggers?,
+        search_keys: search_keys?,
         start: start?,
         steps: steps?,
         outcomes: outcomes?,
@@ -149,6 +155,23 @@ fn trigger(d: &mut Decoder<'_>, key: &Key, node: &Node) -> Option<Trigger> {
         .get("idempotencyKey")
         .and_then(|n| mapping(d, n, &format!("the idempotencyKey of {what}"), f.key_span("idempotencyKey"), true));
     Some(Trigger { connection: connection?, event: event?, input: input?, idempotency_key: idempotency_key? })
+}
+
+fn search_key(d: &mut Decoder<'_>, key: &Key, node: &Node) -> Option<SearchKey> {
+    let what = format!("search key `{}`", key.text);
+    let f = d.object(node, &what, key.span, &["function", "notSecret", "description"], &["function", "notSecret"])?;
+    let function = f.get("function").and_then(|n| d.string(n, "function"));
+    let not_secret = f.get("notSecret").and_then(|n| d.boolean(n, "notSecret"));
+    if let (Some(false), Some(n)) = (not_secret, f.get("notSecret")) {
+        d.invalid(
+            n.span,
+            format!("{what} is stored and shown in clear, so it must be declared `notSecret: true`"),
+            "declare `notSecret: true` only for a value that is not secret, or remove the key",
+        );
+        return None;
+    }
+    let description = optional(f.get("description"), |n| d.string(n, "description"));
+    Some(SearchKey { function: function?, not_secret: not_secret?, description: description? })
 }
 
 /// A mapping `{function, arguments}`; `in_trigger` allows `{type: event}` and forbids `{type: step}`.

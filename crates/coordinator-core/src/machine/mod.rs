@@ -10,7 +10,8 @@
 //! wait-until, wait-for, finish), [`call`] (classified answers, retries,
 //! uncertainty), [`wait`] (timers, observations, nudges, timeouts), [`operator`]
 //! (cancel, retry-same, reconcile, restore hold), [`mapping`] (sources and
-//! functions), [`trigger`] (what a product event admits: run input and key).
+//! functions), [`trigger`] (what a product event admits: run input and key),
+//! [`search_keys`] (the named values a run is found by).
 
 pub mod action;
 mod call;
@@ -20,6 +21,7 @@ mod flow;
 mod mapping;
 mod operator;
 pub mod run;
+pub mod search_keys;
 pub mod time;
 pub mod trigger;
 mod wait;

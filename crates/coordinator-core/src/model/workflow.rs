@@ -42,6 +42,10 @@ pub struct WorkflowFile {
     /// Signed product events that admit runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub triggers: BTreeMap<String, Trigger>,
+    /// Named values computed from the input at admission, stored in clear and
+    /// indexed, so runs can be found by them (`GET /v1/runs?key.NAME=VALUE`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub search_keys: BTreeMap<String, SearchKey>,
     /// The first step.
     pub start: String,
     /// The steps by id.
@@ -95,6 +99,23 @@ pub struct Trigger {
     pub input: Mapping,
     /// Computes the admission idempotency key from the event.
     pub idempotency_key: Mapping,
+}
+
+/// A search key: a pure function of the run input whose result is stored in
+/// clear beside the run and indexed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchKey {
+    /// A function of `functions.rhai` taking one parameter, the run input, and
+    /// returning a string of at most 128 characters without control
+    /// characters, or `()` when the run has no value for this key.
+    pub function: String,
+    /// Must be `true`: the author declares the value not secret, since it is
+    /// stored and shown in clear.
+    pub not_secret: bool,
+    /// What the key identifies, for people; no effect on the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// A pure function applied to sources.

@@ -131,3 +131,17 @@ fn the_revision_of_a_fixed_project_is_pinned() {
     assert_eq!(revision(&project), coordinator_core::definition::sha256_id(json.as_bytes()));
     assert_eq!(revision(&project), PINNED);
 }
+
+#[test]
+fn search_keys_are_part_of_the_revision_and_their_descriptions_are_not() {
+    let base = MemoryProject::default()
+        .with("workflow.yaml", SMALL)
+        .with("functions.rhai", "fn f(x) { x }\nfn k(input) { () }");
+    let keyed =
+        base.clone().edit("workflow.yaml", "\nstart:", "\nsearchKeys:\n  case: {function: k, notSecret: true}\nstart:");
+    let described = keyed.clone().edit("workflow.yaml", "notSecret: true}", "notSecret: true, description: The case.}");
+    let renamed = keyed.clone().edit("workflow.yaml", "  case:", "  file:");
+    assert_ne!(revision(&keyed), revision(&base));
+    assert_eq!(revision(&described), revision(&keyed));
+    assert_ne!(revision(&renamed), revision(&keyed));
+}

@@ -314,6 +314,7 @@ impl Store {
             if tx.fetch_optional(INSERT_RUN, args).await?.is_none() {
                 return Err(StoreError::Corrupt(format!("run {} was not inserted", new.id)));
             }
+            crate::search_keys::insert(&mut tx, std::iter::once(new)).await?;
             // Not recorded: a concurrent delivery of the same event committed first
             // (with another key). Dropping the transaction rolls the run back; read it.
             if let Some(event) = event

@@ -63,6 +63,11 @@ async fn run(store: &Store, new: &NewRun, ended_at: Option<i64>) {
     }
 }
 
+/// `new` with a search key of its own.
+fn keyed(new: NewRun) -> NewRun {
+    NewRun { search_keys: vec![("applicationId".into(), new.id.clone())], ..new }
+}
+
 pub async fn retention_removes_ended_days_and_keeps_from_the_first_live_one(db: &TestDb) {
     let store: &Store = db;
     let wf = workflow();
@@ -77,10 +82,10 @@ pub async fn retention_removes_ended_days_and_keeps_from_the_first_live_one(db: 
     }
     let day = |n: i64| today + n * DAY_MS + 3_600_000;
     let (a, a2, b, c) = (
-        new_run(&wf, &id_at(day(1), 1), "alice", Some("key-a"), day(1)),
-        new_run(&wf, &id_at(day(2), 2), "alice", Some("key-a2"), day(2)),
-        new_run(&wf, &id_at(day(3), 3), "alice", Some("key-b"), day(3)),
-        new_run(&wf, &id_at(day(4), 4), "alice", Some("key-c"), day(4)),
+        keyed(new_run(&wf, &id_at(day(1), 1), "alice", Some("key-a"), day(1))),
+        keyed(new_run(&wf, &id_at(day(2), 2), "alice", Some("key-a2"), day(2))),
+        keyed(new_run(&wf, &id_at(day(3), 3), "alice", Some("key-b"), day(3))),
+        keyed(new_run(&wf, &id_at(day(4), 4), "alice", Some("key-c"), day(4))),
     );
     run(store, &a, Some(day(1) + DEADLINE)).await;
     run(store, &a2, Some(day(2) + DEADLINE)).await;
@@ -101,6 +106,8 @@ pub async fn retention_removes_ended_days_and_keeps_from_the_first_live_one(db: 
     }
     let keys = count(db, "SELECT count(*) FROM admission_keys").await;
     assert_eq!(keys, 2, "the removed runs' keys go with them");
+    let search_keys = count(db, "SELECT count(*) FROM run_keys").await;
+    assert_eq!(search_keys, 2, "the removed runs' search keys go with them");
     let runs = count(db, "SELECT count(*) FROM runs").await;
     assert_eq!(runs, 2);
 
@@ -136,7 +143,7 @@ pub async fn retention_removes_ended_days_and_keeps_from_the_first_live_one(db: 
     let again = ok(store.retain(now, 1).await, "retain again");
     assert_eq!((again.runs, again.entries), (0, 0), "{again:?}");
     // a's key is free again: the same request admits a new run.
-    let repeat = new_run(&wf, &id_at(day(5), 5), "alice", Some("key-a"), day(5));
+    let repeat = keyed(new_run(&wf, &id_at(day(5), 5), "alice", Some("key-a"), day(5)));
     match store.admit(&repeat, || Ok::<_, StoreError>(first(&wf, &repeat))).await {
         Ok(Admission::Created(id)) => assert_eq!(id, repeat.id),
         other => panic!("{other:?}"),

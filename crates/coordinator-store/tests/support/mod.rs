@@ -223,6 +223,7 @@ pub fn new_run(wf: &Workflow, id: &str, owner: &str, key: Option<&str>, admitted
         input_digest: "sha256:input-1".to_owned(),
         admitted_at,
         trace_parent: None,
+        search_keys: Vec::new(),
     }
 }
 

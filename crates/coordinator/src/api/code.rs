@@ -70,6 +70,9 @@ pub enum Code {
     InputInvalid,
     /// `422 run-id.invalid`: the supplied run id is not an acceptable UUIDv7.
     RunIdInvalid,
+    /// `422 input.search-key-failed`: a search key's function failed on the
+    /// input, or returned what a key cannot hold.
+    InputSearchKeyFailed,
     /// `422 event.invalid`: a product event does not match its schema.
     EventInvalid,
     /// `422 event.mapping-failed`: a trigger's input or key function failed.
@@ -92,7 +95,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in the reference's order.
-    pub const ALL: [Code; 38] = [
+    pub const ALL: [Code; 39] = [
         Code::RequestInvalid,
         Code::IdempotencyKeyInvalid,
         Code::AuthUnauthenticated,
@@ -121,6 +124,7 @@ impl Code {
         Code::RequestTooLarge,
         Code::RequestUnsupportedMediaType,
         Code::InputInvalid,
+        Code::InputSearchKeyFailed,
         Code::RunIdInvalid,
         Code::EventInvalid,
         Code::EventMappingFailed,
@@ -164,6 +168,7 @@ impl Code {
             Code::RequestTooLarge => "request.too-large",
             Code::RequestUnsupportedMediaType => "request.unsupported-media-type",
             Code::InputInvalid => "input.invalid",
+            Code::InputSearchKeyFailed => "input.search-key-failed",
             Code::RunIdInvalid => "run-id.invalid",
             Code::EventInvalid => "event.invalid",
             Code::EventMappingFailed => "event.mapping-failed",
@@ -205,6 +210,7 @@ impl Code {
             Code::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::RequestUnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Code::InputInvalid
+            | Code::InputSearchKeyFailed
             | Code::RunIdInvalid
             | Code::EventInvalid
             | Code::EventMappingFailed

@@ -222,6 +222,7 @@ impl From<EngineError> for ApiError {
             EngineError::InputInvalid { ref pointers } => {
                 ApiError { pointers: Some(pointers.clone()), ..ApiError::new(Code::InputInvalid, e.to_string()) }
             }
+            EngineError::SearchKey(_) => ApiError::new(Code::InputSearchKeyFailed, e.to_string()),
             EngineError::KeyReused => ApiError::new(Code::IdempotencyKeyReused, e.to_string()),
             EngineError::RunNotFound => ApiError::new(Code::RunUnknown, e.to_string()),
             EngineError::RunIdInvalid(_) => ApiError::new(Code::RunIdInvalid, e.to_string()),

@@ -15,7 +15,6 @@ use coordinator_core::model::run::RunState;
 use coordinator_core::model::runtime::Role;
 use coordinator_products::Traceparent;
 use coordinator_store::{Cursor, RunFilter, RunRow};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::{Caller, run_for};
@@ -70,42 +69,115 @@ pub(super) async fn read(
     })))
 }
 
-/// `GET /v1/runs` query: filters and the page.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `GET /v1/runs` query: filters and the page; `key.NAME=VALUE` filters by a
+/// search key (any number, each exact).
+#[derive(Debug, Default)]
 pub(super) struct ListQuery {
     workflow: Option<String>,
-    state: Option<String>,
+    state: Option<RunState>,
     limit: Option<u32>,
-    cursor: Option<String>,
+    cursor: Option<Cursor>,
+    idempotency_key: Option<String>,
+    keys: Vec<(String, String)>,
+}
+
+/// What `GET /v1/runs` accepts, for a 400 that names the way out.
+const LIST_FILTERS: &str =
+    "filters: workflow, state, limit (1-500), cursor, idempotencyKey, key.NAME=VALUE (a search key, exact)";
+
+impl ListQuery {
+    /// Reads the query's pairs; an unknown or repeated filter is refused, by name.
+    fn parse(pairs: Vec<(String, String)>) -> Result<ListQuery, ApiError> {
+        let mut query = ListQuery::default();
+        let once = |slot: bool, name: &str| {
+            if slot {
+                Err(ApiError::bad_request(format!("`{name}` is given twice; give each filter once")))
+            } else {
+                Ok(())
+            }
+        };
+        for (name, value) in pairs {
+            match name.as_str() {
+                "workflow" => {
+                    once(query.workflow.is_some(), &name)?;
+                    query.workflow = Some(value);
+                }
+                "state" => {
+                    once(query.state.is_some(), &name)?;
+                    query.state = Some(serde_json::from_value::<RunState>(json!(value)).map_err(|_| {
+                        ApiError::bad_request("state must be one of the eight run states (running, attention, …)")
+                    })?);
+                }
+                "limit" => {
+                    once(query.limit.is_some(), &name)?;
+                    let limit = value.parse::<u32>().ok().filter(|l| (1..=500).contains(l));
+                    query.limit = Some(limit.ok_or_else(|| ApiError::bad_request("limit must be between 1 and 500"))?);
+                }
+                "cursor" => {
+                    once(query.cursor.is_some(), &name)?;
+                    // An empty cursor is the first page, as no cursor is.
+                    if !value.is_empty() {
+                        let cursor = parse_cursor(&value);
+                        query.cursor =
+                            Some(cursor.ok_or_else(|| ApiError::bad_request("cursor is not one this API gave"))?);
+                    }
+                }
+                "idempotencyKey" => {
+                    once(query.idempotency_key.is_some(), &name)?;
+                    query.idempotency_key = Some(value);
+                }
+                _ => match name.strip_prefix("key.") {
+                    Some(key) => {
+                        search_key_filter(key, &value)?;
+                        if query.keys.iter().any(|(k, _)| k == key) {
+                            return Err(ApiError::bad_request(format!(
+                                "`key.{key}` is given twice; give each key once"
+                            )));
+                        }
+                        query.keys.push((key.to_owned(), value));
+                    }
+                    None => {
+                        return Err(ApiError::bad_request(format!(
+                            "unknown filter `{}`; {LIST_FILTERS}",
+                            name.escape_default()
+                        )));
+                    }
+                },
+            }
+        }
+        Ok(query)
+    }
+}
+
+/// A search key filter's name and value must be ones a run can have.
+fn search_key_filter(name: &str, value: &str) -> Result<(), ApiError> {
+    use coordinator_core::machine::search_keys::MAX_SEARCH_KEY_CHARS;
+    let named = (1..=64).contains(&name.chars().count())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if !named {
+        return Err(ApiError::bad_request(
+            "a search key filter is `key.NAME=VALUE`, NAME as declared in the workflow's `searchKeys`",
+        ));
+    }
+    if value.is_empty() || value.chars().count() > MAX_SEARCH_KEY_CHARS || value.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "`key.{name}` must be 1 to {MAX_SEARCH_KEY_CHARS} characters without control characters"
+        )));
+    }
+    Ok(())
 }
 
 /// Runs the caller may read, oldest first, with an opaque cursor for the next page.
 pub(super) async fn list(
     caller: Caller,
     State(engine): State<Arc<Engine>>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|_| ApiError::bad_request("filters: workflow, state, limit (1-500), cursor"))?;
-    let state =
-        match query.state {
-            None => None,
-            Some(text) => Some(serde_json::from_value::<RunState>(json!(text)).map_err(|_| {
-                ApiError::bad_request("state must be one of the eight run states (running, attention, …)")
-            })?),
-        };
+    let Query(pairs) = query.map_err(|_| ApiError::bad_request(LIST_FILTERS))?;
+    let query = ListQuery::parse(pairs)?;
+    let (state, cursor) = (query.state, query.cursor);
     let limit = query.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::bad_request("limit must be between 1 and 500"));
-    }
-    let cursor = match query.cursor {
-        // An empty cursor is the first page, as no cursor is.
-        None => None,
-        Some(text) if text.is_empty() => None,
-        Some(text) => {
-            Some(parse_cursor(&text).ok_or_else(|| ApiError::bad_request("cursor is not one this API gave"))?)
-        }
-    };
     // Neither `read` nor `operate` there: nothing may be listed.
     let slices = caller
         .listing(query.workflow.as_deref())
@@ -114,7 +186,13 @@ pub(super) async fn list(
     // of the union's first `limit` runs is among the first `limit` of its slice.
     let mut rows: Vec<RunRow> = Vec::new();
     for slice in slices {
-        let filter = RunFilter { workflow: slice.workflow, state, owner: slice.owner };
+        let filter = RunFilter {
+            workflow: slice.workflow,
+            state,
+            owner: slice.owner,
+            keys: query.keys.clone(),
+            idempotency_key: query.idempotency_key.clone(),
+        };
         let page = engine.store().list_runs(&filter, cursor.as_ref(), limit).await.map_err(EngineError::from)?;
         rows.extend(page.runs);
     }

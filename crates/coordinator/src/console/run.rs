@@ -170,6 +170,14 @@ async fn body(engine: &Engine, viewer: &Viewer, row: RunRow) -> Result<RunBody, 
     let journal = journal(engine, &row.id).await?;
     let now = Instant(engine.now());
     let mut body = render_body(&wf, &run, &row, now, engine.settings(), operates, journal);
+    // The caller's own identifier and the workflow's search keys, after the revision.
+    let mut keys: Vec<(&'static str, String)> =
+        row.idempotency_key.iter().map(|key| ("Idempotency key", key.clone())).collect();
+    for (name, value) in engine.store().run_search_keys(&row.id).await? {
+        keys.push(("Search key", format!("{name} = {value}")));
+    }
+    let at = body.facts.iter().position(|(label, _)| *label == "Revision").map_or(body.facts.len(), |i| i + 1);
+    body.facts.splice(at..at, keys);
     let paused: std::collections::BTreeMap<String, coordinator_store::Pause> = engine
         .store()
         .connection_states()

@@ -41,6 +41,11 @@ pub(super) struct ListQuery {
     to: String,
     #[serde(default)]
     run: String,
+    /// A search key filter, `NAME=VALUE`.
+    #[serde(default)]
+    key: String,
+    #[serde(default, rename = "idempotencyKey")]
+    idempotency_key: String,
     #[serde(default)]
     cursor: String,
     #[serde(default)]
@@ -155,12 +160,31 @@ fn filters(query: &ListQuery) -> Result<(ListFilter, Option<Cursor>), String> {
         admitted_from: instant(&query.from, "admitted from")?,
         admitted_to: instant(&query.to, "admitted before")?,
         run_id: present(&query.run),
+        keys: match present(&query.key) {
+            None => Vec::new(),
+            Some(text) => vec![search_key(&text)?],
+        },
+        idempotency_key: present(&query.idempotency_key),
     };
     let cursor = match present(&query.cursor) {
         None => None,
         Some(text) => Some(parse_cursor(&text).ok_or("the page cursor is not one this console gave")?),
     };
     Ok((filter, cursor))
+}
+
+/// A search key filter `NAME=VALUE` (the value exact).
+fn search_key(text: &str) -> Result<(String, String), String> {
+    let usage = "the search key filter is `NAME=VALUE`, NAME one of the workflow's `searchKeys` (the value exact)";
+    let (name, value) = text.split_once('=').ok_or(usage)?;
+    let (name, value) = (name.trim(), value.trim());
+    let named = !name.is_empty()
+        && name.chars().count() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !named || value.is_empty() {
+        return Err(usage.to_owned());
+    }
+    Ok((name.to_owned(), value.to_owned()))
 }
 
 /// A date, a `datetime-local` value (both UTC) or an RFC 3339 instant.
@@ -188,6 +212,8 @@ fn query_string(query: &ListQuery, cursor: Option<&str>) -> String {
         ("from", &query.from),
         ("to", &query.to),
         ("run", &query.run),
+        ("key", &query.key),
+        ("idempotencyKey", &query.idempotency_key),
     ];
     let mut out: Vec<String> =
         pairs.iter().filter(|(_, v)| !v.trim().is_empty()).map(|(k, v)| format!("{k}={}", encode(v.trim()))).collect();

@@ -158,6 +158,15 @@ impl Engine {
             }
             return Err(EngineError::InputInvalid { pointers: violations.into_iter().map(|v| v.pointer).collect() });
         }
+        let search_keys = match wf.search_keys(&input) {
+            Ok(keys) => keys,
+            Err(e) => {
+                if gate.is_none() {
+                    self.admission_gate(workflow, owner, key, &revision).await?;
+                }
+                return Err(e.into());
+            }
+        };
         let started = std::time::Instant::now();
         let now = self.now();
         let supplied = match &run_id {
@@ -174,6 +183,7 @@ impl Engine {
             admitted_at: now,
             // Only a valid header is kept (an invalid one is ignored, as W3C Trace Context asks).
             trace_parent: trace_parent.as_deref().and_then(Traceparent::parse).map(|t| t.to_string()),
+            search_keys,
         };
         if supplied.is_some()
             && let Some(existing) = self.store.load(&new.id).await?

@@ -24,6 +24,9 @@ pub enum EngineError {
         /// JSON pointers of the offending places (never the values).
         pointers: Vec<String>,
     },
+    /// A search key has no usable value for the input (`input.search-key-failed`).
+    #[error("{0}")]
+    SearchKey(#[from] coordinator_core::machine::search_keys::SearchKeyError),
     /// The idempotency key was used before with another revision or input (`idempotency.key-reused`).
     #[error("the idempotency key was used before with another revision or input")]
     KeyReused,

@@ -606,7 +606,10 @@ impl Engine {
             .into_iter()
             .filter_map(|s| s.paused.map(|pause| (s.name, pause)))
             .collect();
-        Ok(inspection::with_pauses(inspected, &paused))
+        let mut inspected = inspection::with_pauses(inspected, &paused);
+        inspected.idempotency_key = row.idempotency_key;
+        inspected.search_keys = self.store.run_search_keys(&row.id).await?.into_iter().collect();
+        Ok(inspected)
     }
 
     /// The same engine announcing and reading dispatch hints ([`Hints::start`](crate::dispatch::hints::Hints::start)).

@@ -51,6 +51,7 @@ mod remote_api;
 mod remote_pace;
 mod remote_workers;
 mod restore_drill;
+mod search_keys;
 mod serve;
 mod traces;
 mod transition_log;

@@ -265,3 +265,25 @@ fn a_missing_runtime_file_exits_3_and_environment_needs_runtime() {
     let out = ctl_with(dir.path(), &["check", "--project", "project", "--environment"], None);
     assert_eq!(code(&out), 2, "--environment without --runtime is a usage error");
 }
+
+#[test]
+fn check_says_which_search_keys_are_stored_in_clear() {
+    let dir = workspace("reviewed-notice");
+    edit(
+        &dir.path().join("project/workflow.yaml"),
+        "\nstart: read-application\n",
+        "\nsearchKeys:\n  applicationId: {function: application_id, notSecret: true}\nstart: read-application\n",
+    );
+    let functions = dir.path().join("project/functions.rhai");
+    let text = std::fs::read_to_string(&functions).unwrap_or_default();
+    write(&functions, &format!("{text}\nfn application_id(input) {{ input.applicationId }}\n"));
+    let out = ctl_with(dir.path(), &["check", "--project", "project"], None);
+    assert_eq!(code(&out), 0, "{}", printed(&out));
+    assert!(
+        printed(&out).contains("note: stored in clear and indexed, declared not secret: search key(s) applicationId"),
+        "{}",
+        printed(&out)
+    );
+    let out = ctl_with(dir.path(), &["check", "--project", "project", "--format", "json"], None);
+    assert_eq!(json(&out)["searchKeysInClear"], serde_json::json!(["applicationId"]));
+}

@@ -68,6 +68,10 @@ pub struct Inspection {
     /// What the run waits on that no rule of its own will end: a connection
     /// an operator paused ([`with_pauses`]).
     pub waiting: Option<WaitingView>,
+    /// The idempotency key it was admitted with (the caller's identifier).
+    pub idempotency_key: Option<String>,
+    /// Its search keys, name to value (the workflow declares them not secret).
+    pub search_keys: std::collections::BTreeMap<String, String>,
 }
 
 /// A run waiting on a paused connection.
@@ -200,6 +204,8 @@ pub fn inspect(wf: &Workflow, run: &Run, now: Instant, settings: &Settings) -> I
         available_actions,
         steps,
         waiting: None,
+        idempotency_key: None,
+        search_keys: std::collections::BTreeMap::new(),
     }
 }
 
