@@ -2,7 +2,8 @@
 //! million runs. The runs are written straight into the `runs` table (one
 //! `INSERT … SELECT … FROM generate_series`: 97 % finished, 2 % running, 1 %
 //! in attention — half under a hold —, three workflows, 30 days of
-//! admissions, time-ordered ids), then the console is signed in to and each
+//! admissions, time-ordered ids; each with an idempotency key and a search key
+//! `application` of its own), then the console is signed in to and each
 //! page asked for repeatedly. Server time is the `latency_ms` of the page's
 //! request log line (the service's own measure, from request to response);
 //! the client's round trip on loopback is printed beside it.
@@ -33,11 +34,20 @@ const POPULATE: &str = "INSERT INTO runs (id, workflow, revision, owner, idempot
      FROM (SELECT i, $3::bigint + i * $4::bigint AS at, lpad(to_hex($3::bigint + i * $4::bigint), 12, '0') AS h \
            FROM generate_series(1, $5::bigint) AS i) AS s";
 
+/// Every run's idempotency key in `admission_keys`, and a search key of its own.
+const POPULATE_KEYS: [&str; 2] = [
+    "INSERT INTO admission_keys (owner, workflow, idempotency_key, run_id) \
+     SELECT owner, workflow, idempotency_key, id FROM runs",
+    "INSERT INTO run_keys (name, value, run_id) SELECT 'application', 'app-' || substr(idempotency_key, 5), id FROM runs",
+];
+
 /// A page and how to ask for it.
 struct Probe {
     name: &'static str,
     path: String,
     route: &'static str,
+    /// Whether the page must list exactly one run (a lookup by key).
+    finds_one: bool,
 }
 
 pub async fn console(options: &Options) -> anyhow::Result<()> {
@@ -56,7 +66,10 @@ pub async fn console(options: &Options) -> anyhow::Result<()> {
         .execute(pool)
         .await
         .context("populating runs")?;
-    sqlx::query("ANALYZE runs").execute(pool).await?;
+    for statement in POPULATE_KEYS {
+        sqlx::query(statement).execute(pool).await.context("populating keys")?;
+    }
+    sqlx::query("ANALYZE runs, admission_keys, run_keys").execute(pool).await?;
     println!("{runs} runs written in {:.1} s", started.elapsed().as_secs_f64());
 
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
@@ -81,21 +94,34 @@ pub async fn console(options: &Options) -> anyhow::Result<()> {
         .map(|q| format!("/console/runs?{}", q.replace("&amp;", "&")))
         .ok_or_else(|| anyhow!("the first page has no older page"))?;
     let workflow = &stack.workflow;
+    let probe =
+        |name: &'static str, path: String, route: &'static str, finds_one: bool| Probe { name, path, route, finds_one };
+    let (runs_page, inbox) = ("/console/runs", "/console/attention");
     let probes = [
-        Probe { name: "runs, newest first", path: "/console/runs".into(), route: "/console/runs" },
-        Probe { name: "runs, the next page", path: older, route: "/console/runs" },
-        Probe {
-            name: "runs of a workflow, running",
-            path: format!("/console/runs?workflow={workflow}&state=running"),
-            route: "/console/runs",
-        },
-        Probe { name: "runs in attention", path: "/console/runs?state=attention".into(), route: "/console/runs" },
-        Probe { name: "attention inbox (groups)", path: "/console/attention".into(), route: "/console/attention" },
-        Probe {
-            name: "attention inbox, one group's runs",
-            path: format!("/console/attention?workflow={workflow}&reason=unknown-effect&step=call-two"),
-            route: "/console/attention",
-        },
+        probe("runs, newest first", runs_page.into(), runs_page, false),
+        probe("runs, the next page", older, runs_page, false),
+        probe(
+            "runs of a workflow, running",
+            format!("/console/runs?workflow={workflow}&state=running"),
+            runs_page,
+            false,
+        ),
+        probe("runs in attention", "/console/runs?state=attention".into(), runs_page, false),
+        probe("runs by search key", format!("/console/runs?key=application%3Dapp-{}", runs / 3), runs_page, true),
+        probe(
+            "runs by search key, in attention",
+            format!("/console/runs?state=attention&key=application%3Dapp-{}", runs / 3),
+            runs_page,
+            false,
+        ),
+        probe("runs by idempotency key", format!("/console/runs?idempotencyKey=key-{}", runs / 2), runs_page, true),
+        probe("attention inbox (groups)", inbox.into(), inbox, false),
+        probe(
+            "attention inbox, one group's runs",
+            format!("/console/attention?workflow={workflow}&reason=unknown-effect&step=call-two"),
+            inbox,
+            false,
+        ),
     ];
     println!("| page | server p50 ms | server p95 ms | server max ms | round trip p50 ms | bytes |");
     println!("|---|---|---|---|---|---|");
@@ -110,6 +136,9 @@ pub async fn console(options: &Options) -> anyhow::Result<()> {
             let (trip, body) = fetch(&client, &stack.url, &probe.path, &cookie).await?;
             trips.push(trip.as_secs_f64() * 1000.0);
             bytes = body.len();
+            if probe.finds_one && body.matches("<a class=\"id\" href=\"/console/runs/").count() != 1 {
+                bail!("{}: the page does not list exactly one run", probe.name);
+            }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         let mut server: Vec<f64> = log_lines(&stack, probe.route).into_iter().skip(before).collect();

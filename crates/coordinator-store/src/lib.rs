@@ -16,7 +16,7 @@
 //! The crate's map, one line per module: `db` is the bottom layer (it knows
 //! no table and imports nothing above it but the leaves), `types` and
 //! `error` are leaves every module may use, and the others know tables and build on `db`.
-//! - `active_revisions`: the deployment's active revisions, with their package digests.
+//! - `active_revisions`: the deployment's active revisions, with their package digests, and what each revision still holds.
 //! - `admissions_pg`: PostgreSQL's admission of new runs in one statement.
 //! - `admissions_sqlite`: SQLite's admissions together, a statement per table over JSON arrays.
 //! - `audit`: the hash-chained journal: written with its decision, sealed after commit, read.
@@ -86,7 +86,7 @@ mod types;
 mod waits;
 mod wakeups;
 
-pub use active_revisions::ActiveRevision;
+pub use active_revisions::{ActiveRevision, RevisionHolding};
 pub use audit::AuditPage;
 pub use commit_leases::Batched;
 pub use connections::allowance::{ALLOWANCE_MS, MOST_PERMITS};

@@ -129,7 +129,10 @@ use governed::{
 };
 use hold::{receipts_are_claimed_on_held_runs_and_alone_in_recovery, the_restore_hold_is_placed_once_and_released};
 use inbox::the_inbox_groups_runs_in_attention_oldest_first;
-use listing::{every_filter_lists_what_it_matches_newest_first, newest_first_pages_follow_a_stable_cursor};
+use listing::{
+    each_revision_says_what_it_still_holds, every_filter_lists_what_it_matches_newest_first,
+    newest_first_pages_follow_a_stable_cursor,
+};
 use monitoring::{
     connections_the_server_dropped_are_replaced, ping_answers_while_a_writer_holds_the_database,
     ping_fails_once_the_database_is_gone, queue_heads_are_the_oldest_claimable_due_rows,
@@ -221,6 +224,7 @@ conformance!(Current in on_sqlite, on_postgres:
     concurrent_sealers_chain_every_entry_once,
     a_batch_chains_its_entries_as_it_commits,
     runs_are_found_by_their_search_keys_on_every_admission_path,
+    each_revision_says_what_it_still_holds,
 );
 
 conformance!(Current in batch_on_sqlite, batch_on_postgres:

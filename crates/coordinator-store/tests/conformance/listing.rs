@@ -180,3 +180,67 @@ pub(crate) async fn every_filter_lists_what_it_matches_newest_first(store: &Stor
     let held = ListFilter { attention: Some(AttentionReason::RestoreHold), ..f() };
     assert_eq!(ids(&ok(store.list_runs_newest(&held, None, 10).await, "held").runs), [5, 3].map(run_id));
 }
+
+/// Stores a package of `workflow` at `revision` (the store keeps its bytes opaque).
+async fn put_package(store: &Store, workflow: &str, revision: &str) {
+    let package = coordinator_store::Package {
+        revision: revision.into(),
+        workflow: workflow.into(),
+        digest: format!("digest-{revision}"),
+        bytes: b"package".to_vec(),
+    };
+    ok(store.put_package(&package).await, "put the package");
+}
+
+/// `(revision, active, [running, attention, cancel-requested], oldest)` of each holding.
+type Held = (String, bool, [u64; 3], Option<i64>);
+
+async fn held(store: &Store, workflow: Option<&str>) -> Vec<(String, Held)> {
+    let holdings = ok(store.revision_holdings(workflow).await, "holdings");
+    holdings
+        .into_iter()
+        .map(|h| {
+            let count = |s: RunState| h.unfinished.get(&s).copied().unwrap_or(u64::MAX);
+            let states = [count(RunState::Running), count(RunState::Attention), count(RunState::CancelRequested)];
+            assert_eq!(h.unfinished_total(), states.iter().sum::<u64>());
+            (h.workflow, (h.revision, h.active, states, h.oldest_unfinished))
+        })
+        .collect()
+}
+
+pub(crate) async fn each_revision_says_what_it_still_holds(store: &Store) {
+    let wf = workflow();
+    for (workflow, revision) in [("reviewed-notice", "r-old"), ("reviewed-notice", "r-new"), ("another", "r-other")] {
+        put_package(store, workflow, revision).await;
+    }
+    ok(store.activate("reviewed-notice", "r-old", T0, None).await, "activate r-old");
+    let old = ("reviewed-notice", "r-old", "alice");
+    let runs: Vec<String> = [1, 2, 3].iter().map(|n| run_id(*n)).collect();
+    for n in [1, 2, 3] {
+        admit_as(store, &wf, n, old, T0 + i64::from(n)).await;
+    }
+    unknown_effect(store, &wf, &runs[1], T0 + 20).await;
+    refused(store, &wf, &runs[2], T0 + 20).await;
+    ok(store.activate("reviewed-notice", "r-new", T0 + 30, None).await, "activate r-new");
+    admit_as(store, &wf, 4, ("reviewed-notice", "r-new", "alice"), T0 + 40).await;
+
+    let name = |s: &str| s.to_owned();
+    assert_eq!(
+        held(store, Some("reviewed-notice")).await,
+        vec![
+            (name("reviewed-notice"), (name("r-new"), true, [1, 0, 0], Some(T0 + 40))),
+            (name("reviewed-notice"), (name("r-old"), false, [1, 1, 0], Some(T0 + 1))),
+        ]
+    );
+    // The oldest run ends: the old revision's oldest unfinished admission moves on.
+    refused(store, &wf, &runs[0], T0 + 50).await;
+    let all = held(store, None).await;
+    assert_eq!(
+        all,
+        vec![
+            (name("another"), (name("r-other"), false, [0, 0, 0], None)),
+            (name("reviewed-notice"), (name("r-new"), true, [1, 0, 0], Some(T0 + 40))),
+            (name("reviewed-notice"), (name("r-old"), false, [0, 1, 0], Some(T0 + 2))),
+        ]
+    );
+}

@@ -12,7 +12,8 @@
 //! (admit, read, list), [`decode`] (request bodies: bytes in, pure),
 //! [`body`] (reading a body within its limit), [`operator`] (cancel,
 //! retry-same, reconcile), [`inspection`], [`hold`] (the restore hold),
-//! [`connections`] (listing, pausing and resuming connections),
+//! [`connections`] (listing, pausing and resuming connections), [`revisions`]
+//! (what each revision of a workflow still holds),
 //! [`packages`] (activation), [`events`] (signed product events), [`audit`]
 //! (the hash-chained journal), [`openapi`], [`guard`] (a path or query with
 //! a control character is refused before any handler), [`auth`] (the
@@ -41,6 +42,7 @@ mod openapi;
 mod operator;
 mod packages;
 mod request_log;
+mod revisions;
 pub(crate) use request_log::SubjectSlot;
 mod runs;
 
@@ -149,6 +151,7 @@ fn table() -> Vec<Route> {
         route(Verb::Get, "/v1/restore-hold", hold::show),
         route(Verb::Post, "/v1/restore-hold", hold::place),
         route(Verb::Delete, "/v1/restore-hold", hold::release),
+        route(Verb::Get, "/v1/workflows/{workflow}/revisions", revisions::list),
         route(Verb::Get, "/v1/connections", connections::list),
         route(Verb::Post, "/v1/connections/{name}/pause", connections::pause),
         route(Verb::Post, "/v1/connections/{name}/resume", connections::resume),

@@ -1,5 +1,6 @@
 //! The deployment page (`/console/deployment`): the active revision of each
-//! workflow and its package digest, the connections and their pauses
+//! workflow and its package digest, what each stored revision still holds
+//! (runs not ended by state, the oldest one's admission: drained or not), the connections and their pauses
 //! ([`super::connections`]), the restore hold (placed or not; place
 //! and release for those who operate every workflow, as `POST|DELETE
 //! /v1/restore-hold` requires), and the audit chain's head with a "verify
@@ -30,11 +31,49 @@ pub(crate) struct ActiveView {
     pub(crate) digest: String,
 }
 
+/// What one stored revision still holds, as the page shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct RevisionView {
+    pub(crate) workflow: String,
+    pub(crate) revision: String,
+    pub(crate) short: String,
+    pub(crate) active: bool,
+    pub(crate) running: u64,
+    pub(crate) attention: u64,
+    pub(crate) cancel_requested: u64,
+    /// The oldest unfinished admission (UTC), or how the revision stands without one.
+    pub(crate) oldest: String,
+}
+
+impl RevisionView {
+    fn of(h: &coordinator_store::RevisionHolding) -> RevisionView {
+        use coordinator_core::model::run::RunState;
+        let count = |s: RunState| h.unfinished.get(&s).copied().unwrap_or(0);
+        let oldest = match (h.oldest_unfinished, h.active) {
+            (Some(at), _) => rfc3339(at),
+            (None, true) => "none unfinished".to_owned(),
+            (None, false) => "drained: no run left".to_owned(),
+        };
+        RevisionView {
+            workflow: h.workflow.clone(),
+            revision: h.revision.clone(),
+            short: short(&h.revision),
+            active: h.active,
+            running: count(RunState::Running),
+            attention: count(RunState::Attention),
+            cancel_requested: count(RunState::CancelRequested),
+            oldest,
+        }
+    }
+}
+
 #[derive(askama::Template)]
 #[template(path = "console/deployment.html")]
 struct DeploymentPage {
     chrome: Chrome,
     active: Vec<ActiveView>,
+    /// Every stored revision of the workflows the viewer may see, with what it holds.
+    revisions: Vec<RevisionView>,
     held_runs: u64,
     may_hold: bool,
     head_position: i64,
@@ -87,12 +126,22 @@ async fn render_with(
                 digest: a.digest,
             })
             .collect();
+        let revisions = engine
+            .store()
+            .revision_holdings(None)
+            .await?
+            .iter()
+            .filter(|h| {
+                viewer.principal.holds(Role::Read, &h.workflow) || viewer.principal.holds(Role::Operate, &h.workflow)
+            })
+            .map(RevisionView::of)
+            .collect();
         let hold = engine.restore_hold().await?;
         let head = engine.store().audit(None, 0, 1).await?.head;
         let connections = super::connections::rows(engine, viewer).await?;
-        Ok::<_, EngineError>((active, hold.held_runs, head, connections))
+        Ok::<_, EngineError>((active, revisions, hold.held_runs, head, connections))
     };
-    let (active, held_runs, head, connections) = match built.await {
+    let (active, revisions, held_runs, head, connections) = match built.await {
         Ok(parts) => parts,
         Err(e) => return internal(e),
     };
@@ -100,6 +149,7 @@ async fn render_with(
     let view = DeploymentPage {
         chrome,
         active,
+        revisions,
         held_runs,
         may_hold: viewer.principal.holds_everywhere(Role::Operate),
         head_position: head.position,

@@ -8,7 +8,10 @@ use coordinator::process::dev::Dev;
 use serde_json::{Value, json};
 
 use crate::support::deploy::{Package, package_of, variant};
-use crate::support::{TOKEN, admission, on_runtime, post, settled, start, tempdir};
+use crate::support::{
+    TOKEN, admission, console_cookie, console_page, get, lose_notices, on_runtime, post, settled, start, tempdir,
+    until_state,
+};
 
 /// A copy of examples/reviewed-notice in `dir` with `from` replaced by `to` in
 /// its workflow.yaml, packaged as `coordinatorctl package` would.
@@ -119,5 +122,62 @@ fn packages_are_refused_without_their_digest_unreadable_or_with_unknown_connecti
         // Nothing was activated by any of these.
         let (status, admitted) = admit(&dev, &dev.revision, "still-old").await;
         assert_eq!(status, 201, "{admitted}");
+    });
+}
+
+/// `GET /v1/workflows/reviewed-notice/revisions`: `(revision, active, unfinished total, oldest)` of each.
+async fn revisions(dev: &Dev) -> Vec<(String, bool, u64, Option<i64>)> {
+    let (status, body) = get(&format!("{}/v1/workflows/reviewed-notice/revisions", dev.url())).await;
+    assert_eq!(status, 200, "{body}");
+    let list = body["revisions"].as_array().cloned().unwrap_or_default();
+    list.iter()
+        .map(|r| {
+            let by_state: u64 = r["unfinished"].as_object().into_iter().flatten().filter_map(|(_, n)| n.as_u64()).sum();
+            assert_eq!(r["unfinishedTotal"].as_u64(), Some(by_state), "{r}");
+            let revision = r["revision"].as_str().unwrap_or_default().to_owned();
+            (revision, r["active"] == json!(true), by_state, r["oldestUnfinishedAdmittedAt"].as_i64())
+        })
+        .collect()
+}
+
+#[test]
+fn each_revision_says_what_it_holds_until_the_old_one_drains() {
+    on_runtime(async {
+        let project = tempdir();
+        let dev = start().await;
+        let old = dev.revision.clone();
+        // A run of the old revision waits in attention: its notice's answer is lost.
+        lose_notices(&dev.url(), 1).await;
+        let (status, admitted) = admit(&dev, &old, "held").await;
+        assert_eq!(status, 201, "{admitted}");
+        let held = admitted["runId"].as_str().unwrap_or_default().to_owned();
+        until_state(&dev.url(), &held, "attention").await;
+        let (_, page) = get(&format!("{}/v1/runs?idempotencyKey=held", dev.url())).await;
+        let admitted_at = page["runs"][0]["admittedAt"].as_i64();
+        assert!(admitted_at.is_some(), "{page}");
+        assert_eq!(revisions(&dev).await, vec![(old.clone(), true, 1, admitted_at)]);
+
+        let Package { bytes, digest, revision: new } =
+            modified_package(project.path(), "deadlineSeconds: 2592000", "deadlineSeconds: 2592001");
+        let (status, activated) =
+            activate(&dev, &format!("?digest={digest}"), &bytes, "application/octet-stream").await;
+        assert_eq!(status, 200, "{activated}");
+        let (status, admitted) = admit(&dev, &new, "after-new").await;
+        assert_eq!(status, 201, "{admitted}");
+        settled(&dev.url(), admitted["runId"].as_str().unwrap_or_default()).await;
+        assert_eq!(revisions(&dev).await, vec![(new.clone(), true, 0, None), (old.clone(), false, 1, admitted_at)]);
+
+        // The last run of the old revision ends: it has drained, and the console says so.
+        let (status, cancelled) = post(&format!("{}/v1/runs/{held}/cancel", dev.url()), &json!({})).await;
+        assert_eq!(status, 202, "{cancelled}");
+        until_state(&dev.url(), &held, "cancelled-after-effect").await;
+        assert_eq!(revisions(&dev).await, vec![(new.clone(), true, 0, None), (old.clone(), false, 0, None)]);
+        let cookie = console_cookie(&dev.url()).await;
+        let (status, html) = console_page(&dev.url(), &cookie, "/console/deployment").await;
+        assert_eq!(status, 200);
+        assert!(html.contains("id=\"revisions-held\"") && html.contains("drained: no run left"), "{html}");
+
+        let (status, error) = get(&format!("{}/v1/workflows/no-such-workflow/revisions", dev.url())).await;
+        assert_eq!((status, error["code"].as_str()), (404, Some("workflow.unknown")), "{error}");
     });
 }

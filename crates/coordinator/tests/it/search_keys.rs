@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::support::{TOKEN, flagship, get, on_runtime, post, start_project, tempdir};
+use crate::support::{console_cookie, console_page, flagship, get, on_runtime, post, start_project, tempdir};
 
 /// The flagship with two search keys: the application id, and the recipient
 /// as `kind:id` (which can be longer than a key may be: `recipient.id` allows
@@ -42,31 +42,6 @@ fn input(application: &str, recipient: &str) -> Value {
 
 fn ids(page: &Value) -> Vec<String> {
     page["runs"].as_array().into_iter().flatten().filter_map(|r| r["runId"].as_str().map(str::to_owned)).collect()
-}
-
-/// Signs in to the console with the operator token; the session cookie.
-async fn console_cookie(base: &str) -> String {
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build();
-    let http = http.unwrap_or_else(|e| panic!("{e}"));
-    let response = http
-        .post(format!("{base}/console/sign-in"))
-        .form(&[("token", TOKEN), ("next", "/console/runs")])
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("sign in: {e}"));
-    assert_eq!(response.status().as_u16(), 303);
-    let set = response.headers().get("set-cookie").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    set.split(';').next().unwrap_or_default().to_owned()
-}
-
-async fn console_page(base: &str, cookie: &str, path: &str) -> (u16, String) {
-    let response = reqwest::Client::new()
-        .get(format!("{base}{path}"))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    (response.status().as_u16(), response.text().await.unwrap_or_default())
 }
 
 #[test]

@@ -385,3 +385,29 @@ pub fn files_starting(dir: &Path, prefix: &str) -> Vec<(PathBuf, Vec<u8>)> {
 pub fn contains(bytes: &[u8], text: &str) -> bool {
     bytes.windows(text.len()).any(|w| w == text.as_bytes())
 }
+
+/// Signs in to the console with the operator token; the session cookie.
+pub async fn console_cookie(base: &str) -> String {
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build();
+    let http = http.unwrap_or_else(|e| panic!("{e}"));
+    let response = http
+        .post(format!("{base}/console/sign-in"))
+        .form(&[("token", TOKEN), ("next", "/console/runs")])
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("sign in: {e}"));
+    assert_eq!(response.status().as_u16(), 303);
+    let set = response.headers().get("set-cookie").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    set.split(';').next().unwrap_or_default().to_owned()
+}
+
+/// A console page with the session `cookie`: (status, HTML).
+pub async fn console_page(base: &str, cookie: &str, path: &str) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    (response.status().as_u16(), response.text().await.unwrap_or_default())
+}
