@@ -69,9 +69,11 @@ pub(super) async fn list(
     if after < 0 || !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::bad_request(usage));
     }
+    let mut query = query;
     match &query.run {
         Some(run) => {
-            run_for(&engine, &caller, run, Role::Operate).await?;
+            // The run's own spelling of its id from here on.
+            query.run = Some(run_for(&engine, &caller, run, Role::Operate).await?.id);
         }
         None if caller.holds_everywhere(Role::Operate) => {}
         None => return Err(ApiError::forbidden(Role::Operate, Some("*"))),

@@ -46,14 +46,7 @@ impl FromRequestParts<ApiState> for Caller {
         let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
             return Err(unauthenticated("send `Authorization: Bearer <token>`", CHALLENGE));
         };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-            .filter(|token| !token.is_empty());
-        let Some(token) = token else {
+        let Some(token) = bearer(value) else {
             return Err(unauthenticated("the Authorization header must be `Bearer <token>`", CHALLENGE_INVALID));
         };
         let caller = state
@@ -67,6 +60,24 @@ impl FromRequestParts<ApiState> for Caller {
         }
         Ok(caller)
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header value.
+fn bearer(value: &header::HeaderValue) -> Option<&str> {
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+/// The caller `headers` authenticate, if any: for a route that answers
+/// anyone and says more to an authenticated caller (the OpenAPI document).
+pub(super) async fn optional_caller(headers: &header::HeaderMap, state: &ApiState) -> Option<Caller> {
+    let token = bearer(headers.get(header::AUTHORIZATION)?)?;
+    state.access.authenticate_bearer(token).await.ok().map(Caller)
 }
 
 fn unauthenticated(message: &str, challenge: &'static str) -> ApiError {

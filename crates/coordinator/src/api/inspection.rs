@@ -20,6 +20,6 @@ pub(super) async fn inspect(
     State(engine): State<Arc<Engine>>,
     Path(id): Path<String>,
 ) -> Result<Json<Inspection>, ApiError> {
-    run_for(&engine, &caller, &id, Role::Operate).await?;
-    Ok(Json(engine.inspect(&id).await?))
+    let row = run_for(&engine, &caller, &id, Role::Operate).await?;
+    Ok(Json(engine.inspect(&row.id).await?))
 }

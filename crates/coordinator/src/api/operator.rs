@@ -51,7 +51,9 @@ pub(super) async fn reconcile(
 /// run), `409` with the rule's code when the rules refuse it. Needs `operate`
 /// for the run's workflow. The journal records the caller as the actor.
 async fn operate(engine: &Engine, caller: &Caller, id: &str, event: Event) -> Result<Response, ApiError> {
-    run_for(engine, caller, id, Role::Operate).await?;
+    // From here on the run's own spelling of its id (the path may spell the UUID in upper case).
+    let row = run_for(engine, caller, id, Role::Operate).await?;
+    let id = row.id.as_str();
     match engine.handle_as(id, &event, engine.now(), caller.subject()).await {
         Ok(()) => {
             let view = engine.view(id).await?;

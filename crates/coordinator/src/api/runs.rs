@@ -56,8 +56,8 @@ pub(super) async fn read(
     State(engine): State<Arc<Engine>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    run_for(&engine, &caller, &id, Role::Read).await?;
-    let view = engine.view(&id).await?;
+    let row = run_for(&engine, &caller, &id, Role::Read).await?;
+    let view = engine.view(&row.id).await?;
     Ok(Json(json!({
         "runId": view.run_id,
         "workflow": view.workflow,

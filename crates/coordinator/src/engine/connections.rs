@@ -67,10 +67,29 @@ pub(crate) fn routes(wf: &Workflow, actions: &[Action]) -> Vec<(String, String)>
     routes
 }
 
-/// Whether `reason` is one a pause or resume accepts.
+/// A character that does not make a reason: a space or a control character,
+/// as one explicit set — the OpenAPI document's `ReasonRequest` pattern lists
+/// the same code points, since regex engines disagree on what `\s` is.
+pub fn is_blank(c: char) -> bool {
+    matches!(
+        c,
+        '\u{0}'..='\u{20}'
+            | '\u{7f}'..='\u{a0}'
+            | '\u{1680}'
+            | '\u{2000}'..='\u{200a}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{202f}'
+            | '\u{205f}'
+            | '\u{3000}'
+            | '\u{feff}'
+    )
+}
+
+/// Whether `reason` is one a pause or resume accepts: at most
+/// [`MAX_REASON_CHARS`] characters, one of them not [blank](is_blank).
 pub fn reason_ok(reason: &str) -> bool {
-    let trimmed = reason.trim();
-    !trimmed.is_empty() && trimmed.chars().count() <= MAX_REASON_CHARS
+    reason.chars().count() <= MAX_REASON_CHARS && reason.chars().any(|c| !is_blank(c))
 }
 
 impl Engine {
@@ -116,7 +135,7 @@ impl Engine {
     /// reason; a store failure.
     pub async fn pause_connection(&self, name: &str, by: &str, reason: &str) -> Result<(Pause, bool), EngineError> {
         self.check_connection(name, reason)?;
-        let (pause, placed) = self.store.pause_connection(name, self.now(), by, reason.trim()).await?;
+        let (pause, placed) = self.store.pause_connection(name, self.now(), by, reason.trim_matches(is_blank)).await?;
         if placed {
             tracing::warn!(
                 connection = name,
@@ -134,7 +153,7 @@ impl Engine {
     /// As [`Engine::pause_connection`].
     pub async fn resume_connection(&self, name: &str, by: &str, reason: &str) -> Result<Option<Pause>, EngineError> {
         self.check_connection(name, reason)?;
-        let lifted = self.store.resume_connection(name, self.now(), by, reason.trim()).await?;
+        let lifted = self.store.resume_connection(name, self.now(), by, reason.trim_matches(is_blank)).await?;
         if lifted.is_some() {
             tracing::info!(connection = name, actor = by, "connection resumed");
             self.wake.notify_one();
@@ -221,5 +240,8 @@ mod tests {
         assert!(!reason_ok(""));
         assert!(reason_ok(&"x".repeat(MAX_REASON_CHARS)));
         assert!(!reason_ok(&"x".repeat(MAX_REASON_CHARS + 1)));
+        assert!(!reason_ok("\u{85}\u{feff}\u{3000}"), "blank by the document's set");
+        assert!(!reason_ok(&format!(" {}", "x".repeat(MAX_REASON_CHARS))), "counted as sent");
+        assert!(reason_ok("\u{85}x"));
     }
 }

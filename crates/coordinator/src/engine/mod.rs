@@ -406,17 +406,20 @@ impl Engine {
         actor: &str,
         reason: &str,
     ) -> Result<(), EngineError> {
-        let meta = self.store.run_meta(run_id).await?.ok_or(EngineError::RunNotFound)?;
+        let run_id = run_id::canonical(run_id);
+        let meta = self.store.run_meta(&run_id).await?.ok_or(EngineError::RunNotFound)?;
         let wf = self.workflow(&meta.revision).await?;
         let note = Note { trace_parent: meta.trace_parent, reason: None, remark: Some(reason.to_owned()) };
-        self.apply_recorded(None, run_id, event, now, &wf, Some(actor), &note).await
+        self.apply_recorded(None, &run_id, event, now, &wf, Some(actor), &note).await
     }
 
     async fn handle_by(&self, run_id: &str, event: &Event, now: i64, actor: Option<&str>) -> Result<(), EngineError> {
-        let meta = self.store.run_meta(run_id).await?.ok_or(EngineError::RunNotFound)?;
+        // The store finds a run by any spelling of its UUID; its decision names it by its own.
+        let run_id = run_id::canonical(run_id);
+        let meta = self.store.run_meta(&run_id).await?.ok_or(EngineError::RunNotFound)?;
         let wf = self.workflow(&meta.revision).await?;
         let note = Note { trace_parent: meta.trace_parent, ..Note::default() };
-        self.apply_recorded(None, run_id, event, now, &wf, actor, &note).await
+        self.apply_recorded(None, &run_id, event, now, &wf, actor, &note).await
     }
 
     /// Applies a worker's report on a claimed row (a product's answer, a due

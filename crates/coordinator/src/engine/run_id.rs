@@ -34,6 +34,12 @@ pub fn generate() -> String {
     Uuid::now_v7().to_string()
 }
 
+/// A run id as the store keeps it: a UUID in any spelling (upper case, say)
+/// as its lowercase hyphenated text; other text as given (it names no run).
+pub fn canonical(text: &str) -> String {
+    Uuid::try_parse(text).map_or_else(|_| text.to_owned(), |id| id.hyphenated().to_string())
+}
+
 /// Checks a client-supplied run id against the clock `now_ms`; returns its canonical (lowercase) text.
 ///
 /// # Errors

@@ -5,10 +5,14 @@
 //! admission to the run's endpoints) against `/v1/openapi.json` of
 //! `coordinator dev` and of `serve` on PostgreSQL.
 //!
+//! The document is the one this deployment serves its caller (the bearer
+//! token is sent): admissions generated from it are admitted, so the stateful
+//! phase reaches every run endpoint with real runs.
+//!
 //! schemathesis is a Python tool: `.ci/run` installs it into
 //! `target/contract-venv` (pip, pinned version); `SCHEMATHESIS` may name
-//! another executable. The seed is fixed so that a run is repeatable; pass
-//! `SCHEMATHESIS_SEED` to explore others.
+//! another executable. Every seed of [`SEEDS`] is run, each repeatable;
+//! `SCHEMATHESIS_SEED` runs only the one it names, to explore others.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,8 +21,10 @@ use crate::support::deploy::{deployment, free_port, migrated};
 use crate::support::process::{self, DevArgs, Process, ready};
 use crate::support::{TOKEN, on_runtime, pg, repo, tempdir};
 
-/// Examples per operation and phase.
-const EXAMPLES: &str = "40";
+/// Examples per operation and phase, for each seed.
+const EXAMPLES: &str = "10";
+/// The seeds each contract test runs, one after another.
+const SEEDS: std::ops::RangeInclusive<u32> = 1..=20;
 
 /// The schemathesis executable: `SCHEMATHESIS`, the one `.ci/run` installs, or `schemathesis` on PATH.
 fn schemathesis() -> PathBuf {
@@ -38,25 +44,33 @@ fn schemathesis() -> PathBuf {
     PathBuf::from("schemathesis")
 }
 
-/// Runs schemathesis against `url` (which serves `/v1/openapi.json`); panics with its report on any failure.
+/// Runs schemathesis against `url` (which serves `/v1/openapi.json`) with
+/// every seed; panics with the first failing seed's report.
 async fn contract_holds(url: String, what: &'static str) {
-    let exe = schemathesis();
-    let seed = std::env::var("SCHEMATHESIS_SEED").unwrap_or_else(|_| "1".to_owned());
-    let work = tempdir();
-    let cwd = work.path().to_path_buf();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(exe)
-            .current_dir(cwd)
-            .args(["run", &format!("{url}/v1/openapi.json"), "--checks", "all", "--max-examples", EXAMPLES])
-            .args(["--seed", &seed, "--no-color", "-H", &format!("Authorization: Bearer {TOKEN}")])
-            .output()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("schemathesis task: {e}"))
-    .unwrap_or_else(|e| panic!("schemathesis did not start: {e}"));
-    let report = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "schemathesis found failures against {what}:\n{report}");
-    assert!(report.contains("passed"), "schemathesis ran no test against {what}:\n{report}");
+    let seeds: Vec<String> = match std::env::var("SCHEMATHESIS_SEED") {
+        Ok(seed) => vec![seed],
+        Err(_) => SEEDS.map(|s| s.to_string()).collect(),
+    };
+    for seed in seeds {
+        let (exe, url, work) = (schemathesis(), url.clone(), tempdir());
+        let cwd = work.path().to_path_buf();
+        let args = ["run", &format!("{url}/v1/openapi.json"), "--checks", "all", "--max-examples", EXAMPLES];
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let seeded = seed.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            Command::new(exe)
+                .current_dir(cwd)
+                .args(args)
+                .args(["--seed", &seeded, "--no-color", "-H", &format!("Authorization: Bearer {TOKEN}")])
+                .output()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("schemathesis task: {e}"))
+        .unwrap_or_else(|e| panic!("schemathesis did not start: {e}"));
+        let report = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "schemathesis found failures against {what} with seed {seed}:\n{report}");
+        assert!(report.contains("passed"), "schemathesis ran no test against {what} with seed {seed}:\n{report}");
+    }
 }
 
 #[test]

@@ -71,8 +71,9 @@ fn the_document_lists_exactly_the_served_routes() {
         refs(&doc, &mut targets);
         assert!(!targets.is_empty());
         for target in targets {
-            let name = target.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{target}"));
-            assert!(doc["components"]["schemas"][name].is_object(), "{target} does not resolve");
+            assert!(target.starts_with("#/components/schemas/"), "{target}");
+            let resolved = target.strip_prefix('#').and_then(|pointer| doc.pointer(pointer));
+            assert!(resolved.is_some_and(Value::is_object), "{target} does not resolve");
         }
 
         // Each documented route answers (no 404 from the router, no 405) with a
@@ -146,5 +147,44 @@ fn the_documented_shapes_are_the_served_ones() {
         let (status, cancelled) = post(&format!("{}/v1/runs/{run}/cancel", dev.url()), &json!({})).await;
         assert_eq!(status, 202, "{cancelled}");
         conforms(&doc, "OperatorResult", &cancelled);
+    });
+}
+
+#[test]
+fn an_authenticated_caller_gets_this_deployments_admission_and_anyone_else_the_generic_one() {
+    on_runtime(async {
+        let dev = start().await;
+        let anonymous: Value = reqwest::get(format!("{}/v1/openapi.json", dev.url()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .json()
+            .await
+            .unwrap_or(Value::Null);
+        let generic = &anonymous["components"]["schemas"]["AdmitRequest"];
+        assert_eq!(generic["properties"]["workflow"]["$ref"], "#/components/schemas/Name", "{generic}");
+
+        let (_, doc) = get(&format!("{}/v1/openapi.json", dev.url())).await;
+        let variants = doc["components"]["schemas"]["AdmitRequest"]["oneOf"].as_array().cloned().unwrap_or_default();
+        assert_eq!(variants.len(), 1, "one active workflow: {doc}");
+        let variant = &variants[0]["properties"];
+        assert_eq!(variant["workflow"]["const"], "reviewed-notice");
+        assert_eq!(variant["revision"]["const"], json!(dev.revision));
+        let input = variant["input"]["$ref"].as_str().unwrap_or_default();
+        let input = input.strip_prefix('#').and_then(|p| doc.pointer(p)).cloned().unwrap_or(Value::Null);
+        assert_eq!(input["required"], json!(["applicationId", "recipient"]), "the workflow's input schema: {input}");
+        let null_input = coordinator_core::json_schema::compile(&input).map(|v| v.is_valid(&Value::Null));
+        assert_eq!(null_input.ok(), Some(false), "`input: null` is not valid by this document");
+
+        // A fresh UUIDv7 is within the described window, and admitted; an old one is neither.
+        let window = variant["runId"]["anyOf"][0].clone();
+        let window = coordinator_core::json_schema::compile(&window).unwrap_or_else(|e| panic!("{e}"));
+        let fresh = uuid::Uuid::now_v7().to_string();
+        assert!(window.is_valid(&json!(fresh)), "{fresh}");
+        let old = "01890a5d-ac96-774b-bcce-b302099a8057";
+        assert!(!window.is_valid(&json!(old)));
+        let body =
+            json!({"workflow": "reviewed-notice", "revision": dev.revision, "input": sample_input(), "runId": fresh});
+        let (status, admitted) = post(&format!("{}/v1/runs", dev.url()), &body).await;
+        assert_eq!((status, admitted["runId"].as_str()), (201, Some(fresh.as_str())), "{admitted}");
     });
 }

@@ -57,3 +57,24 @@ fn cancel_ends_a_run_by_the_rules_and_refusals_have_codes() {
         assert_eq!((status, error["code"].as_str()), (404, Some("run.unknown")), "{error}");
     });
 }
+
+/// A run id is a UUID: its upper-case spelling names the same run for every
+/// command (it once gave `500 internal` on cancel, retry-same and reconcile).
+#[test]
+fn a_run_id_in_upper_case_names_the_same_run() {
+    on_runtime(async {
+        let dev = start().await;
+        let run = admit(&dev.url(), &dev.revision, "upper-1").await;
+        let upper = run.to_uppercase();
+        for step in ["retry-same", "reconcile"] {
+            let (status, refused) =
+                post(&format!("{}/v1/runs/{upper}/steps/read-application/{step}", dev.url()), &json!({})).await;
+            assert!(matches!(status, 200 | 202 | 409), "{step}: {status} {refused}");
+        }
+        let (status, cancelled) = post(&format!("{}/v1/runs/{upper}/cancel", dev.url()), &json!({})).await;
+        assert!(matches!(status, 200 | 202), "{status} {cancelled}");
+        assert_eq!(cancelled["runId"], json!(run), "the run's own spelling");
+        let view = settled(&dev.url(), &run).await;
+        assert!(view["state"].as_str().is_some_and(|s| s.starts_with("cancelled")), "{view}");
+    });
+}
