@@ -24,6 +24,7 @@
 //! - `batch_sqlite`: group commit of fenced reports on SQLite.
 //! - `grouped`: a batch's writes gathered into a statement per kind of write (deletes first), and which decisions may be.
 //! - `batch`: group commit of fenced reports: many runs' reports in one transaction.
+//! - `batches`: durable operator batches: the runs each matched, their outcomes, the lease of who works one.
 //! - `claims`: leases on outbox and timer rows, the fencing check, when work is next due.
 //! - `connections`: the deployment's state of each connection: an operator's pause.
 //! - `console_sessions`: console sessions ended by signing out, for every process.
@@ -59,6 +60,7 @@ mod audit;
 mod batch;
 mod batch_leases;
 mod batch_sqlite;
+mod batches;
 mod claims;
 mod commit_leases;
 mod connections;
@@ -88,6 +90,7 @@ mod wakeups;
 
 pub use active_revisions::{ActiveRevision, RevisionHolding};
 pub use audit::AuditPage;
+pub use batches::{BatchView, MOST_BATCH_RUNS, NewBatch, Started};
 pub use commit_leases::Batched;
 pub use connections::allowance::{ALLOWANCE_MS, MOST_PERMITS};
 pub use connections::eager::CLAIM_ROOM;

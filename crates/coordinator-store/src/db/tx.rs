@@ -90,6 +90,29 @@ impl Tx {
         })
     }
 
+    /// Runs an assembled write (see [`Query`]), unnamed and uncached; returns
+    /// the number of rows it changed.
+    pub(crate) async fn execute_query(&mut self, query: Query) -> Result<u64, StoreError> {
+        let Query { sql, args } = query;
+        Ok(match self.on() {
+            On::Sqlite(t) => bind_sqlite(&sql, args)?
+                .persistent(false)
+                .execute(t.conn()?)
+                .await
+                .map_err(|e| t.failed(e))?
+                .rows_affected(),
+            On::SqliteRead(c) => {
+                bind_sqlite(&sql, args)?.persistent(false).execute(c).await.map_err(db)?.rows_affected()
+            }
+            On::Pg(c, a, uncommitted) => bind_pg(&sql, args)
+                .persistent(false)
+                .execute(c)
+                .await
+                .map_err(|e| a.failed(e, uncommitted))?
+                .rows_affected(),
+        })
+    }
+
     /// Runs a query returning at most one row.
     pub(crate) async fn fetch_optional(
         &mut self,

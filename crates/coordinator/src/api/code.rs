@@ -30,6 +30,8 @@ pub enum Code {
     TriggerUnknown,
     /// `404 connection.unknown`: the deployment has no connection of that name.
     ConnectionUnknown,
+    /// `404 batch.unknown`: no batch has that id.
+    BatchUnknown,
     /// `409 revision.not-active`: the admission names another revision than the active one.
     RevisionNotActive,
     /// `409 idempotency.key-reused`: the key admitted a run with another revision, input or run id.
@@ -73,6 +75,8 @@ pub enum Code {
     /// `422 input.search-key-failed`: a search key's function failed on the
     /// input, or returned what a key cannot hold.
     InputSearchKeyFailed,
+    /// `422 batch.too-large`: more runs match a batch's filter than one batch may hold.
+    BatchTooLarge,
     /// `422 event.invalid`: a product event does not match its schema.
     EventInvalid,
     /// `422 event.mapping-failed`: a trigger's input or key function failed.
@@ -95,7 +99,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in the reference's order.
-    pub const ALL: [Code; 39] = [
+    pub const ALL: [Code; 41] = [
         Code::RequestInvalid,
         Code::IdempotencyKeyInvalid,
         Code::AuthUnauthenticated,
@@ -105,6 +109,7 @@ impl Code {
         Code::WorkflowUnknown,
         Code::TriggerUnknown,
         Code::ConnectionUnknown,
+        Code::BatchUnknown,
         Code::RevisionNotActive,
         Code::IdempotencyKeyReused,
         Code::RunIdTaken,
@@ -125,6 +130,7 @@ impl Code {
         Code::RequestUnsupportedMediaType,
         Code::InputInvalid,
         Code::InputSearchKeyFailed,
+        Code::BatchTooLarge,
         Code::RunIdInvalid,
         Code::EventInvalid,
         Code::EventMappingFailed,
@@ -149,6 +155,7 @@ impl Code {
             Code::WorkflowUnknown => "workflow.unknown",
             Code::TriggerUnknown => "trigger.unknown",
             Code::ConnectionUnknown => "connection.unknown",
+            Code::BatchUnknown => "batch.unknown",
             Code::RevisionNotActive => "revision.not-active",
             Code::IdempotencyKeyReused => "idempotency.key-reused",
             Code::RunIdTaken => "run-id.taken",
@@ -169,6 +176,7 @@ impl Code {
             Code::RequestUnsupportedMediaType => "request.unsupported-media-type",
             Code::InputInvalid => "input.invalid",
             Code::InputSearchKeyFailed => "input.search-key-failed",
+            Code::BatchTooLarge => "batch.too-large",
             Code::RunIdInvalid => "run-id.invalid",
             Code::EventInvalid => "event.invalid",
             Code::EventMappingFailed => "event.mapping-failed",
@@ -188,9 +196,11 @@ impl Code {
             Code::RequestInvalid | Code::IdempotencyKeyInvalid => StatusCode::BAD_REQUEST,
             Code::AuthUnauthenticated | Code::EventSignatureInvalid => StatusCode::UNAUTHORIZED,
             Code::AuthForbidden => StatusCode::FORBIDDEN,
-            Code::RunUnknown | Code::WorkflowUnknown | Code::TriggerUnknown | Code::ConnectionUnknown => {
-                StatusCode::NOT_FOUND
-            }
+            Code::RunUnknown
+            | Code::WorkflowUnknown
+            | Code::TriggerUnknown
+            | Code::ConnectionUnknown
+            | Code::BatchUnknown => StatusCode::NOT_FOUND,
             Code::RevisionNotActive
             | Code::IdempotencyKeyReused
             | Code::RunIdTaken
@@ -211,6 +221,7 @@ impl Code {
             Code::RequestUnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Code::InputInvalid
             | Code::InputSearchKeyFailed
+            | Code::BatchTooLarge
             | Code::RunIdInvalid
             | Code::EventInvalid
             | Code::EventMappingFailed

@@ -13,7 +13,8 @@
 //! [`body`] (reading a body within its limit), [`operator`] (cancel,
 //! retry-same, reconcile), [`inspection`], [`hold`] (the restore hold),
 //! [`connections`] (listing, pausing and resuming connections), [`revisions`]
-//! (what each revision of a workflow still holds),
+//! (what each revision of a workflow still holds), [`batches`] (durable
+//! batches of operator commands),
 //! [`packages`] (activation), [`events`] (signed product events), [`audit`]
 //! (the hash-chained journal), [`openapi`], [`guard`] (a path or query with
 //! a control character is refused before any handler), [`auth`] (the
@@ -29,6 +30,7 @@
 
 mod audit;
 mod auth;
+mod batches;
 mod body;
 pub mod code;
 mod connections;
@@ -152,6 +154,10 @@ fn table() -> Vec<Route> {
         route(Verb::Post, "/v1/restore-hold", hold::place),
         route(Verb::Delete, "/v1/restore-hold", hold::release),
         route(Verb::Get, "/v1/workflows/{workflow}/revisions", revisions::list),
+        route(Verb::Post, "/v1/batches", batches::start),
+        route(Verb::Get, "/v1/batches", batches::list),
+        route(Verb::Get, "/v1/batches/{id}", batches::read),
+        route(Verb::Post, "/v1/batches/{id}/cancel", batches::cancel),
         route(Verb::Get, "/v1/connections", connections::list),
         route(Verb::Post, "/v1/connections/{name}/pause", connections::pause),
         route(Verb::Post, "/v1/connections/{name}/resume", connections::resume),
@@ -226,6 +232,7 @@ impl From<EngineError> for ApiError {
                 ApiError { pointers: Some(pointers.clone()), ..ApiError::new(Code::InputInvalid, e.to_string()) }
             }
             EngineError::SearchKey(_) => ApiError::new(Code::InputSearchKeyFailed, e.to_string()),
+            EngineError::BatchTooLarge => ApiError::new(Code::BatchTooLarge, e.to_string()),
             EngineError::KeyReused => ApiError::new(Code::IdempotencyKeyReused, e.to_string()),
             EngineError::RunNotFound => ApiError::new(Code::RunUnknown, e.to_string()),
             EngineError::RunIdInvalid(_) => ApiError::new(Code::RunIdInvalid, e.to_string()),

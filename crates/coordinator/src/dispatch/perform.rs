@@ -56,7 +56,7 @@ pub(crate) async fn perform(
     }
     match answer(engine, &item, &run).await? {
         Some((event, wf, reason)) => {
-            let note = Note { trace_parent: run.trace_parent, reason, remark: None };
+            let note = Note { trace_parent: run.trace_parent, reason, remark: None, batch: None };
             let applied = reports.apply(Claim::Work(item.clone()), event, wf, note, place).await;
             if crate::engine::recovery::fence::lost_lease(&applied) {
                 engine.judge_lost_lease(&item).await;
@@ -114,7 +114,7 @@ async fn to_lane(
         let event = Event::CallAnswered { step: item.step.clone(), attempt, answer: CallAnswer::Uncertain };
         let reason =
             Some("acquired by a remote worker whose lease ran out without a report; not sent again".to_owned());
-        let note = Note { trace_parent: run.trace_parent, reason, remark: None };
+        let note = Note { trace_parent: run.trace_parent, reason, remark: None, batch: None };
         return reports.apply(Claim::Work(item), event, wf, note, None).await;
     }
     let workflow_lane = coordinator_store::workflow_lane(&lane, &wf.definition.workflow);

@@ -35,6 +35,9 @@ pub(crate) struct Note {
     pub(crate) reason: Option<String>,
     /// An operator's stated reason for a command: journaled, never logged.
     pub(crate) remark: Option<String>,
+    /// The durable batch the command is part of: its run is marked acted on
+    /// in the decision's own transaction ([`crate::engine::batches`]).
+    pub(crate) batch: Option<String>,
 }
 
 /// What a decision leaves for the after-commit hooks, gathered from its

@@ -86,6 +86,11 @@ pub fn is_blank(c: char) -> bool {
     )
 }
 
+/// `reason` as kept: without blanks at either end.
+pub fn reason_kept(reason: &str) -> &str {
+    reason.trim_matches(is_blank)
+}
+
 /// Whether `reason` is one a pause or resume accepts: at most
 /// [`MAX_REASON_CHARS`] characters, one of them not [blank](is_blank).
 pub fn reason_ok(reason: &str) -> bool {
@@ -135,7 +140,7 @@ impl Engine {
     /// reason; a store failure.
     pub async fn pause_connection(&self, name: &str, by: &str, reason: &str) -> Result<(Pause, bool), EngineError> {
         self.check_connection(name, reason)?;
-        let (pause, placed) = self.store.pause_connection(name, self.now(), by, reason.trim_matches(is_blank)).await?;
+        let (pause, placed) = self.store.pause_connection(name, self.now(), by, reason_kept(reason)).await?;
         if placed {
             tracing::warn!(
                 connection = name,
@@ -153,7 +158,7 @@ impl Engine {
     /// As [`Engine::pause_connection`].
     pub async fn resume_connection(&self, name: &str, by: &str, reason: &str) -> Result<Option<Pause>, EngineError> {
         self.check_connection(name, reason)?;
-        let lifted = self.store.resume_connection(name, self.now(), by, reason.trim_matches(is_blank)).await?;
+        let lifted = self.store.resume_connection(name, self.now(), by, reason_kept(reason)).await?;
         if lifted.is_some() {
             tracing::info!(connection = name, actor = by, "connection resumed");
             self.wake.notify_one();

@@ -27,6 +27,12 @@ pub enum EngineError {
     /// A search key has no usable value for the input (`input.search-key-failed`).
     #[error("{0}")]
     SearchKey(#[from] coordinator_core::machine::search_keys::SearchKeyError),
+    /// More runs match a batch's filter than one batch may hold (`batch.too-large`).
+    #[error(
+        "more than {} runs match the filter; narrow it (a state, a step, a time range) and start several batches",
+        coordinator_store::MOST_BATCH_RUNS
+    )]
+    BatchTooLarge,
     /// The idempotency key was used before with another revision or input (`idempotency.key-reused`).
     #[error("the idempotency key was used before with another revision or input")]
     KeyReused,

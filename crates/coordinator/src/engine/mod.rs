@@ -30,6 +30,7 @@
 //! - [`snapshot`]: the sealed form of a run and the cache of decoded runs.
 //! - [`workflow_cache`], [`run_id`], [`wait_index`], [`error`].
 //! - [`recovery`]: inspection, preview, the restore hold and the fence.
+//! - [`batches`]: durable batches of operator commands, worked by any process.
 //! - [`package`]: activation and packages sealed at rest.
 
 use std::collections::HashMap;
@@ -62,6 +63,7 @@ use crate::telemetry::traces::Traces;
 
 mod admission_queue;
 mod admit;
+pub mod batches;
 pub(crate) mod commit_hooks;
 pub mod connections;
 pub mod error;
@@ -409,7 +411,7 @@ impl Engine {
         let run_id = run_id::canonical(run_id);
         let meta = self.store.run_meta(&run_id).await?.ok_or(EngineError::RunNotFound)?;
         let wf = self.workflow(&meta.revision).await?;
-        let note = Note { trace_parent: meta.trace_parent, reason: None, remark: Some(reason.to_owned()) };
+        let note = Note { trace_parent: meta.trace_parent, remark: Some(reason.to_owned()), ..Note::default() };
         self.apply_recorded(None, &run_id, event, now, &wf, Some(actor), &note).await
     }
 
@@ -444,7 +446,7 @@ impl Engine {
     /// journaled as `actor`'s when given), with the after-commit hooks run once
     /// it committed or was not applied ([`commit_hooks`]).
     #[allow(clippy::too_many_arguments, reason = "the parts of one decision, each used once")]
-    async fn apply_recorded(
+    pub(crate) async fn apply_recorded(
         &self,
         claim: Option<&Claim>,
         run_id: &str,
@@ -470,10 +472,11 @@ impl Engine {
             told = Some(Told::of(event, &decision.actions, now, admitted_at));
             Ok::<_, EngineError>(decision)
         };
-        let applied = match (claim, actor) {
-            (None, None) => self.store.apply(run_id, now, decide).await,
-            (None, Some(actor)) => self.store.apply_as(run_id, now, actor, decide).await,
-            (Some(claim), _) => self.store.apply_fenced(claim, &self.owner, now, decide).await,
+        let applied = match (claim, actor, &note.batch) {
+            (None, None, _) => self.store.apply(run_id, now, decide).await,
+            (None, Some(actor), Some(batch)) => self.store.apply_for_batch(batch, run_id, now, actor, decide).await,
+            (None, Some(actor), None) => self.store.apply_as(run_id, now, actor, decide).await,
+            (Some(claim), _, _) => self.store.apply_fenced(claim, &self.owner, now, decide).await,
         };
         let result = applied.map(|_| ()).map_err(EngineError::from_store);
         let elapsed = started.elapsed();

@@ -1,7 +1,8 @@
 //! The tasks of a running service (`serve`, `dev`): the HTTP server (and the
 //! gRPC server of remote workers, when there are remote connections) and the
 //! engine's background tasks — the worker, the audit chain task
-//! ([`audit_chain`]) and the janitor (the last two
+//! ([`audit_chain`]), the batch task ([`Engine::work_batches`]) and the
+//! janitor (the last three
 //! return at once in recovery-only mode, which writes nothing on its own) — and
 //! the order in which they stop.
 //!
@@ -51,6 +52,7 @@ pub(crate) struct Running {
     worker: JoinHandle<()>,
     audit_chain: JoinHandle<()>,
     janitor: JoinHandle<()>,
+    batches: JoinHandle<()>,
     grpc: Option<crate::dispatch::remote::server::Grpc>,
 }
 
@@ -86,6 +88,10 @@ impl Running {
             worker: tokio::spawn(worker::run(Arc::clone(engine))),
             audit_chain: tokio::spawn(audit_chain::run(Arc::clone(engine))),
             janitor: tokio::spawn(janitor::run(Arc::clone(engine))),
+            batches: tokio::spawn({
+                let engine = Arc::clone(engine);
+                async move { engine.work_batches().await }
+            }),
             grpc,
         }
     }
@@ -139,6 +145,10 @@ impl Running {
         }
         self.janitor.abort();
         self.audit_chain.abort();
+        // The batch task stopped at its next run once draining began, and gave its leases back.
+        if timeout_at(deadline, &mut self.batches).await.is_err() {
+            self.batches.abort();
+        }
         // Sealing is best effort here: nothing uncertain hangs on it (see `seal_within`).
         if !engine.is_recovery_only() {
             seal_within(&engine, deadline).await;
@@ -189,7 +199,7 @@ async fn seal_within(engine: &Engine, deadline: Instant) {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        for task in [&self.server, &self.worker, &self.audit_chain, &self.janitor] {
+        for task in [&self.server, &self.worker, &self.audit_chain, &self.janitor, &self.batches] {
             task.abort();
         }
     }

@@ -18,6 +18,7 @@ mod admission;
 mod api_errors;
 mod at_rest;
 mod audit;
+mod batches;
 mod chaos;
 mod connections;
 mod console;

@@ -111,7 +111,7 @@ impl TaskApi {
                 item.step
             );
             let reason = Some("acquired before and never reported; not sent again".to_owned());
-            let note = Note { trace_parent: claimed.trace_parent.clone(), reason, remark: None };
+            let note = Note { trace_parent: claimed.trace_parent.clone(), reason, remark: None, batch: None };
             let applied = engine.apply_report(&Claim::Work(item), offered_to, None, &detail, &event, &wf, &note).await;
             match applied {
                 Ok(()) | Err(EngineError::Ignored(_)) => return Ok(None),
@@ -276,7 +276,7 @@ impl TaskApi {
             // A report sent again after its answer was lost counts again: one more failure, at worst.
             engine.pace_health(connection, health, &reason).await;
         }
-        let note = Note { trace_parent: row.trace_parent.clone(), reason: Some(reason), remark: None };
+        let note = Note { trace_parent: row.trace_parent.clone(), reason: Some(reason), remark: None, batch: None };
         let holder = lease_owner(principal.subject(), owner);
         let request = (request_kind(item.kind), crate::dispatch::remote::call_of(&wf, &item.step).map(str::to_owned));
         let applied = engine
