@@ -26,6 +26,8 @@ mod admissions;
 mod audit_chain;
 #[path = "conformance/batch.rs"]
 mod batch;
+#[path = "conformance/batches.rs"]
+mod batches;
 #[path = "conformance/columns.rs"]
 mod columns;
 #[path = "conformance/connections.rs"]
@@ -80,6 +82,7 @@ use batch::{
     a_batch_writes_every_kind_of_row_as_single_applies_do, a_batch_writes_the_listing_columns_as_single_applies_do,
     a_run_twice_in_one_batch_is_refused_whole, claims_carry_the_run_as_they_read_it,
 };
+use batches::a_batch_acts_on_each_run_once_under_one_lease;
 use columns::{
     a_snapshot_is_kept_as_its_base_and_head, admissions_write_the_listing_columns,
     an_upgrade_dates_runs_already_in_attention, listing_columns_follow_the_run,
@@ -225,6 +228,7 @@ conformance!(Current in on_sqlite, on_postgres:
     a_batch_chains_its_entries_as_it_commits,
     runs_are_found_by_their_search_keys_on_every_admission_path,
     each_revision_says_what_it_still_holds,
+    a_batch_acts_on_each_run_once_under_one_lease,
 );
 
 conformance!(Current in batch_on_sqlite, batch_on_postgres:

@@ -19,6 +19,7 @@ mod api_errors;
 mod at_rest;
 mod audit;
 mod batches;
+mod batches_kill;
 mod chaos;
 mod connections;
 mod console;
