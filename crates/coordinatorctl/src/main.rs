@@ -1,7 +1,7 @@
 //! `coordinatorctl`: the tool for Coordinator projects. Offline it inits,
 //! checks, explains, draws, tests and packages a project; against a running
 //! service it operates runs over the HTTP API (`status`, `inspect`, `list`,
-//! `cancel`, `retry-same`, `reconcile`, `restore-hold`, `activate`,
+//! `cancel`, `retry-same`, `reconcile`, `batch`, `restore-hold`, `activate`,
 //! `audit verify`).
 //!
 //! Owns argument parsing, reading project files from disk, the HTTP client
@@ -16,6 +16,7 @@
 mod client;
 mod cmd_activate;
 mod cmd_audit;
+mod cmd_batch;
 mod cmd_check;
 mod cmd_connections;
 mod cmd_explain;
@@ -208,6 +209,11 @@ enum Command {
         #[command(flatten)]
         service: ServiceArgs,
     },
+    /// Durable batches: one operator command over every run a filter matches, worked by the service.
+    Batch {
+        #[command(subcommand)]
+        action: BatchCommand,
+    },
     /// The service's hash-chained audit journal.
     Audit {
         #[command(subcommand)]
@@ -246,6 +252,68 @@ enum ConnectionsCommand {
         /// Why (1-500 characters; journaled).
         #[arg(long)]
         reason: String,
+    },
+}
+
+/// `coordinatorctl batch …`.
+#[derive(Subcommand)]
+enum BatchCommand {
+    /// Start a batch (or, with --dry-run, see what it would do to each run; nothing is written).
+    Start {
+        /// What to do to each run.
+        #[arg(long, value_parser = PossibleValuesParser::new(["reconcile", "retry-same", "cancel"]))]
+        action: String,
+        /// Why (1-500 characters; journaled with each command).
+        #[arg(long)]
+        reason: String,
+        /// Only runs of this workflow (without it, the caller must operate every workflow).
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs in this state.
+        #[arg(long, value_parser = PossibleValuesParser::new(RunState::ALL.map(RunState::as_str)))]
+        state: Option<String>,
+        /// Only runs in attention for this reason.
+        #[arg(long = "attention-reason", value_parser = PossibleValuesParser::new(["unknown-effect", "restore-hold"]))]
+        attention_reason: Option<String>,
+        /// Only runs whose effect is unknown at this step.
+        #[arg(long)]
+        step: Option<String>,
+        /// Only runs pinned to this revision.
+        #[arg(long)]
+        revision: Option<String>,
+        /// Only runs admitted at or after this instant (RFC 3339).
+        #[arg(long)]
+        from: Option<String>,
+        /// Only runs admitted before this instant (RFC 3339).
+        #[arg(long)]
+        to: Option<String>,
+        /// Only runs whose search key NAME is exactly VALUE (repeat for several keys).
+        #[arg(long = "key", value_name = "NAME=VALUE", value_parser = search_key)]
+        keys: Vec<(String, String)>,
+        /// See what it would do; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// A batch's progress: matched, done, refused by code, remaining.
+    Status {
+        /// The batch id.
+        id: String,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// Stop a batch: runs not acted on yet stay as they are.
+    Cancel {
+        /// The batch id.
+        id: String,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
+    /// The newest batches.
+    List {
+        #[command(flatten)]
+        service: ServiceArgs,
     },
 }
 
@@ -328,6 +396,36 @@ fn main() -> ExitCode {
             Some(ConnectionsCommand::Resume { name, reason }) => {
                 cmd_connections::steer(&service, &name, cmd_connections::Steer::Resume, &reason)
             }
+        },
+        Command::Batch { action } => match action {
+            BatchCommand::Start {
+                action,
+                reason,
+                workflow,
+                state,
+                attention_reason,
+                step,
+                revision,
+                from,
+                to,
+                keys,
+                dry_run,
+                service,
+            } => {
+                let filter = vec![
+                    ("workflow", workflow),
+                    ("state", state),
+                    ("reason", attention_reason),
+                    ("step", step),
+                    ("revision", revision),
+                    ("from", from),
+                    ("to", to),
+                ];
+                cmd_batch::start(&service, &cmd_batch::StartArgs { action, filter, keys, reason, dry_run })
+            }
+            BatchCommand::Status { id, service } => cmd_batch::status(&service, &id),
+            BatchCommand::Cancel { id, service } => cmd_batch::cancel(&service, &id),
+            BatchCommand::List { service } => cmd_batch::list(&service),
         },
         Command::Audit { action: AuditCommand::Verify { service } } => cmd_audit::verify(&service),
         Command::Activate { package, digest, service } => cmd_activate::run(&service, &package, digest.as_deref()),

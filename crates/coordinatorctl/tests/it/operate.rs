@@ -265,3 +265,54 @@ fn the_restore_hold_is_shown_placed_and_released() {
     let out = stack.ctl(&["restore-hold", "lift"]);
     assert_eq!(code(&out), 2);
 }
+
+#[test]
+fn a_batch_is_dry_run_started_followed_and_listed_and_a_run_found_by_its_key() {
+    let stack = Stack::start();
+    let first = stack.admit("batch-first");
+    stack.wait_for(&first, &["finished", "failed", "attention"]);
+
+    let out = stack.ctl(&["list", "--idempotency-key", "batch-first", "--format", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["runs"][0]["runId"], first.as_str());
+
+    let filter = ["--workflow", "reviewed-notice", "--state", "finished"];
+    let dry = [&["batch", "start", "--action", "cancel", "--reason", "tidy", "--dry-run"][..], &filter[..]].concat();
+    let out = stack.ctl(&dry);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("1 run(s) match") && stdout(&out).contains("nothing was written"),
+        "{}",
+        stdout(&out)
+    );
+
+    let start =
+        [&["batch", "start", "--action", "cancel", "--reason", "tidy", "--format", "json"][..], &filter[..]].concat();
+    let out = stack.ctl(&start);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let id = json(&out)["batchId"].as_str().unwrap_or_default().to_owned();
+    let ended = (0..600).find_map(|_| {
+        let out = stack.ctl(&["batch", "status", &id, "--format", "json"]);
+        let batch = json(&out);
+        if batch["state"] == "done" {
+            return Some(batch);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        None
+    });
+    let ended = ended.unwrap_or_else(|| panic!("batch {id} did not end"));
+    assert_eq!(ended["refused"], json!({"nothing-to-do": 1}), "{ended}");
+
+    let out = stack.ctl(&["batch", "list"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("{id}  cancel  done  matched 1, done 0, refused 1, remaining 0")),
+        "{}",
+        stdout(&out)
+    );
+    let out = stack.ctl(&["batch", "cancel", &id]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("had ended already"), "{}", stdout(&out));
+    let out = stack.ctl(&["batch", "status", "0199c8a0-0000-7000-8000-000000000000"]);
+    assert_eq!(code(&out), 1, "an unknown batch is refused: {}", stderr(&out));
+}
