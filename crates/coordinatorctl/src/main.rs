@@ -259,43 +259,7 @@ enum ConnectionsCommand {
 #[derive(Subcommand)]
 enum BatchCommand {
     /// Start a batch (or, with --dry-run, see what it would do to each run; nothing is written).
-    Start {
-        /// What to do to each run.
-        #[arg(long, value_parser = PossibleValuesParser::new(["reconcile", "retry-same", "cancel"]))]
-        action: String,
-        /// Why (1-500 characters; journaled with each command).
-        #[arg(long)]
-        reason: String,
-        /// Only runs of this workflow (without it, the caller must operate every workflow).
-        #[arg(long)]
-        workflow: Option<String>,
-        /// Only runs in this state.
-        #[arg(long, value_parser = PossibleValuesParser::new(RunState::ALL.map(RunState::as_str)))]
-        state: Option<String>,
-        /// Only runs in attention for this reason.
-        #[arg(long = "attention-reason", value_parser = PossibleValuesParser::new(["unknown-effect", "restore-hold"]))]
-        attention_reason: Option<String>,
-        /// Only runs whose effect is unknown at this step.
-        #[arg(long)]
-        step: Option<String>,
-        /// Only runs pinned to this revision.
-        #[arg(long)]
-        revision: Option<String>,
-        /// Only runs admitted at or after this instant (RFC 3339).
-        #[arg(long)]
-        from: Option<String>,
-        /// Only runs admitted before this instant (RFC 3339).
-        #[arg(long)]
-        to: Option<String>,
-        /// Only runs whose search key NAME is exactly VALUE (repeat for several keys).
-        #[arg(long = "key", value_name = "NAME=VALUE", value_parser = search_key)]
-        keys: Vec<(String, String)>,
-        /// See what it would do; write nothing.
-        #[arg(long)]
-        dry_run: bool,
-        #[command(flatten)]
-        service: ServiceArgs,
-    },
+    Start(Box<BatchStart>),
     /// A batch's progress: matched, done, refused by code, remaining.
     Status {
         /// The batch id.
@@ -315,6 +279,46 @@ enum BatchCommand {
         #[command(flatten)]
         service: ServiceArgs,
     },
+}
+
+/// `coordinatorctl batch start …`.
+#[derive(clap::Args)]
+struct BatchStart {
+    /// What to do to each run.
+    #[arg(long, value_parser = PossibleValuesParser::new(["reconcile", "retry-same", "cancel"]))]
+    action: String,
+    /// Why (1-500 characters; journaled with each command).
+    #[arg(long)]
+    reason: String,
+    /// Only runs of this workflow (without it, the caller must operate every workflow).
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only runs in this state.
+    #[arg(long, value_parser = PossibleValuesParser::new(RunState::ALL.map(RunState::as_str)))]
+    state: Option<String>,
+    /// Only runs in attention for this reason.
+    #[arg(long = "attention-reason", value_parser = PossibleValuesParser::new(["unknown-effect", "restore-hold"]))]
+    attention_reason: Option<String>,
+    /// Only runs whose effect is unknown at this step.
+    #[arg(long)]
+    step: Option<String>,
+    /// Only runs pinned to this revision.
+    #[arg(long)]
+    revision: Option<String>,
+    /// Only runs admitted at or after this instant (RFC 3339).
+    #[arg(long)]
+    from: Option<String>,
+    /// Only runs admitted before this instant (RFC 3339).
+    #[arg(long)]
+    to: Option<String>,
+    /// Only runs whose search key NAME is exactly VALUE (repeat for several keys).
+    #[arg(long = "key", value_name = "NAME=VALUE", value_parser = search_key)]
+    keys: Vec<(String, String)>,
+    /// See what it would do; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    service: ServiceArgs,
 }
 
 /// `coordinatorctl audit …`.
@@ -398,20 +402,21 @@ fn main() -> ExitCode {
             }
         },
         Command::Batch { action } => match action {
-            BatchCommand::Start {
-                action,
-                reason,
-                workflow,
-                state,
-                attention_reason,
-                step,
-                revision,
-                from,
-                to,
-                keys,
-                dry_run,
-                service,
-            } => {
+            BatchCommand::Start(start) => {
+                let BatchStart {
+                    action,
+                    reason,
+                    workflow,
+                    state,
+                    attention_reason,
+                    step,
+                    revision,
+                    from,
+                    to,
+                    keys,
+                    dry_run,
+                    service,
+                } = *start;
                 let filter = vec![
                     ("workflow", workflow),
                     ("state", state),
