@@ -56,7 +56,7 @@ fn words(action: RecoveryAction) -> (&'static str, &'static str) {
 }
 
 /// A reason as kept: trimmed, control characters dropped, at most [`REASON_MAX`] characters.
-fn reason_of(text: &str) -> Option<String> {
+pub(super) fn reason_of(text: &str) -> Option<String> {
     let clean: String = text.trim().chars().filter(|c| !c.is_control() || *c == ' ').take(REASON_MAX).collect();
     (!clean.is_empty()).then_some(clean)
 }
@@ -242,6 +242,10 @@ struct BulkPage {
     applicable: usize,
     more: bool,
     done: bool,
+    /// Every run of the group (a batch takes them all), counted up to the most a batch holds.
+    matched: u64,
+    /// The group's attention reason, for the batch form.
+    attention: String,
 }
 
 impl Page for BulkPage {}
@@ -288,6 +292,10 @@ pub(super) async fn bulk_preview(
         };
         rows.push(outcome);
     }
+    let matched = match engine.store().count_matching(&filter, coordinator_store::MOST_BATCH_RUNS).await {
+        Ok(n) => n,
+        Err(e) => return internal(e.into()),
+    };
     let (label, means) = words(action);
     let chrome = Chrome::of(engine, &viewer, "attention").await;
     let view = BulkPage {
@@ -302,6 +310,8 @@ pub(super) async fn bulk_preview(
         rows,
         more: next.is_some(),
         done: false,
+        matched,
+        attention: attention.as_str().to_owned(),
     };
     page(&view, StatusCode::OK)
 }
@@ -386,6 +396,8 @@ pub(super) async fn bulk_perform(
         applicable,
         more: false,
         done: true,
+        matched: 0,
+        attention: String::new(),
     };
     page(&view, StatusCode::OK)
 }

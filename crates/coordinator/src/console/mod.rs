@@ -7,7 +7,8 @@
 //! cookie, CSRF), [`runs`] (the run list and the attention inbox), [`run`] (one
 //! run: its graph, steps, effects, waits, journal), [`actions`] (cancel,
 //! retry-same, reconcile — each previewed by the pure machine first — and
-//! bulk actions), [`deployment`] (active revisions, the restore hold, the audit
+//! bulk actions), [`batches`] (durable batches over a whole group: started,
+//! followed, stopped), [`deployment`] (active revisions, the restore hold, the audit
 //! chain), [`connections`] (pausing and resuming a connection), [`assets`], [`live`]. Pages decide nothing: what an action would do
 //! comes from [`preview::preview`], what it does from the engine, who may
 //! see and do what from [`access`](crate::auth::access) — exactly as in the API. **Invariant:** no
@@ -21,6 +22,7 @@
 
 mod actions;
 mod assets;
+mod batches;
 mod connections;
 mod deployment;
 mod live;
@@ -51,6 +53,9 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/console/runs/{id}/graph.svg", get(run::graph))
         .route("/console/runs/{id}/actions/{action}", get(actions::confirm).post(actions::perform))
         .route("/console/bulk", get(actions::bulk_preview).post(actions::bulk_perform))
+        .route("/console/batches", post(batches::start))
+        .route("/console/batches/{id}", get(batches::page_of))
+        .route("/console/batches/{id}/cancel", post(batches::cancel))
         .route("/console/deployment", get(deployment::page_of))
         .route("/console/restore-hold", post(deployment::hold))
         .route("/console/connections/{name}", post(connections::steer))

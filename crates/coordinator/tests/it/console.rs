@@ -451,3 +451,62 @@ fn a_bulk_action_over_one_run_says_run() {
         assert!(result.contains("Done: 1 of 1 run.") && !result.contains("1 runs"), "{result}");
     });
 }
+
+/// A group's bulk preview offers a batch over all its matching runs; starting
+/// it redirects to the batch's page (a reload starts nothing), which follows
+/// it to the end.
+#[test]
+fn a_batch_over_a_whole_group_is_started_from_its_preview_and_followed_on_its_page() {
+    on_runtime(async {
+        let stack = stack().await;
+        let runs = uncertain(&stack, &["console-batch-0", "console-batch-1"]).await;
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (status, preview) = me
+            .page("/console/bulk?action=reconcile&workflow=reviewed-notice&reason=unknown-effect&step=send-notice")
+            .await;
+        assert_eq!(status, 200);
+        assert!(preview.contains("Reconcile all 2 matching runs"), "{preview}");
+        let token = csrf(&preview);
+        let form = |reason: &'static str| -> Vec<(&'static str, String)> {
+            [("action", "reconcile"), ("workflow", "reviewed-notice"), ("attention", "unknown-effect")]
+                .into_iter()
+                .chain([("step", "send-notice"), ("reason", reason)])
+                .map(|(k, v)| (k, v.to_owned()))
+                .chain([("csrf", token.clone())])
+                .collect()
+        };
+        let refused = me.post_form("/console/batches", &borrowed(&form("   "))).await;
+        assert_eq!(refused.status().as_u16(), 400);
+        assert!(refused.text().await.unwrap_or_default().contains("Say why"));
+
+        let said = form("messaging outage");
+        let said = borrowed(&said);
+        let started = me.post_form("/console/batches", &said).await;
+        assert_eq!(started.status().as_u16(), 303, "redirect after the POST");
+        let location = started.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        assert!(location.starts_with("/console/batches/"), "{location}");
+        let watch = std::time::Instant::now();
+        loop {
+            let (status, page) = me.page(&location).await;
+            assert_eq!(status, 200);
+            if page.contains("<dd id=\"batch-state\">done</dd>") {
+                assert!(page.contains("<dd id=\"batch-done\">2</dd>"), "{page}");
+                assert!(!page.contains("http-equiv=\"refresh\""), "an ended batch's page stays");
+                break;
+            }
+            assert!(page.contains("http-equiv=\"refresh\""), "a running batch's page reloads itself");
+            assert!(watch.elapsed() < GUARD, "the batch did not end: {page}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for run in &runs {
+            until_state(&stack.url, run, "finished").await;
+        }
+        let (status, missing) = me.page("/console/batches/0199c8a0-0000-7000-8000-000000000000").await;
+        assert_eq!(status, 404);
+        assert!(missing.contains("There is no batch"), "{missing}");
+    });
+}
+
+fn borrowed<'a>(pairs: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    pairs.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
