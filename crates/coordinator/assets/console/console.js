@@ -3,7 +3,9 @@
 // server-sent event from /console/live says something changed, and the
 // region's own URL (with `fragment=1`) is fetched again and swapped in. When
 // the event stream is unavailable it polls every five seconds instead. A
-// region is not swapped while focus or a text selection is inside it.
+// region is not swapped while focus or a text selection is inside it, and
+// the scroll of its scroll boxes (the graph) is kept across a swap. Times
+// are shown in UTC, as on every page.
 (function () {
   "use strict";
   var regions = Array.prototype.slice.call(document.querySelectorAll("[data-live]"));
@@ -29,9 +31,16 @@
           if (response.redirected || !response.ok) { throw new Error("status " + response.status); }
           return response.text();
         })
-        .then(function (html) { region.innerHTML = html; });
+        .then(function (html) {
+          var boxes = region.querySelectorAll(".graph");
+          var kept = Array.prototype.map.call(boxes, function (box) { return [box.scrollLeft, box.scrollTop]; });
+          region.innerHTML = html;
+          Array.prototype.forEach.call(region.querySelectorAll(".graph"), function (box, i) {
+            if (kept[i]) { box.scrollLeft = kept[i][0]; box.scrollTop = kept[i][1]; }
+          });
+        });
     })).then(function () {
-      say("Updated " + new Date().toLocaleTimeString());
+      say("Updated " + new Date().toISOString().slice(11, 19) + " UTC");
     }, function () {
       say("Could not update; showing the last state");
     }).then(function () { pending = false; });

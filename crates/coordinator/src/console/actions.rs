@@ -261,7 +261,13 @@ pub(super) async fn bulk_preview(
         return problem(StatusCode::BAD_REQUEST, "action is cancel, retry-same or reconcile");
     };
     let workflow = query.workflow.trim().to_owned();
-    if workflow.is_empty() || !viewer.principal.holds(Role::Operate, &workflow) {
+    if workflow.is_empty() {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "A bulk action needs its group's `workflow`: open a group in the attention inbox and choose an action there.",
+        );
+    }
+    if !viewer.principal.holds(Role::Operate, &workflow) {
         return super::forbidden(Role::Operate, Some(&workflow));
     }
     let attention = match query.reason.as_str() {

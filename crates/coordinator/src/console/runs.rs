@@ -50,6 +50,21 @@ pub(super) struct ListQuery {
     cursor: String,
     #[serde(default)]
     fragment: String,
+    /// Any other parameter: named on the page as a filter the list does not know.
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, String>,
+}
+
+/// The filters the run list knows, for a page that names one it does not.
+const RUN_FILTERS: &str =
+    "the run list filters by workflow, state, reason, step, revision, from, to, run, key and idempotencyKey";
+
+/// `Err` naming the first parameter of `unknown`, when there is one.
+pub(super) fn no_unknown(unknown: &std::collections::BTreeMap<String, String>, known: &str) -> Result<(), String> {
+    match unknown.keys().next() {
+        Some(name) => Err(format!("`{}` is not a filter: {known}", name.escape_default())),
+        None => Ok(()),
+    }
 }
 
 fn present(text: &str) -> Option<String> {
@@ -112,7 +127,8 @@ struct RunsPage {
     filters: ListQuery,
     states: Vec<&'static str>,
     table: RunsTable,
-    problem: Option<String>,
+    /// Why a filter is not usable: text, with the names written as code (`true`).
+    problem: Option<Vec<(bool, String)>>,
     live: String,
 }
 
@@ -127,6 +143,7 @@ impl Page for RunsFragment {}
 
 /// Why a filter is not usable (shown on the page).
 fn filters(query: &ListQuery) -> Result<(ListFilter, Option<Cursor>), String> {
+    no_unknown(&query.unknown, RUN_FILTERS)?;
     let state = match present(&query.state) {
         None => None,
         Some(text) => Some(
@@ -154,23 +171,46 @@ fn filters(query: &ListQuery) -> Result<(ListFilter, Option<Cursor>), String> {
         workflow: present(&query.workflow),
         state,
         owner: None,
-        revision: present(&query.revision),
+        revision: match present(&query.revision) {
+            Some(r) if !is_revision(&r) => {
+                return Err(
+                    "`revision` is a whole revision: `sha256:` and 64 hex digits (the deployment page lists them)"
+                        .to_owned(),
+                );
+            }
+            r => r,
+        },
         attention,
         step: present(&query.step),
         admitted_from: instant(&query.from, "admitted from")?,
         admitted_to: instant(&query.to, "admitted before")?,
-        run_id: present(&query.run),
+        run_id: match present(&query.run) {
+            Some(run) if uuid::Uuid::try_parse(&run).is_err() => {
+                return Err("`run` is a run id: a UUID such as 0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10".to_owned());
+            }
+            run => run,
+        },
         keys: match present(&query.key) {
             None => Vec::new(),
             Some(text) => vec![search_key(&text)?],
         },
         idempotency_key: present(&query.idempotency_key),
     };
+    if let (Some(from), Some(to)) = (filter.admitted_from, filter.admitted_to)
+        && from >= to
+    {
+        return Err("`admitted from` must be before `admitted before`".to_owned());
+    }
     let cursor = match present(&query.cursor) {
         None => None,
         Some(text) => Some(parse_cursor(&text).ok_or("the page cursor is not one this console gave")?),
     };
     Ok((filter, cursor))
+}
+
+/// Whether `text` is a whole revision (`sha256:` and 64 lowercase hex digits).
+fn is_revision(text: &str) -> bool {
+    text.strip_prefix("sha256:").is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 /// A search key filter `NAME=VALUE` (the value exact).
@@ -246,7 +286,7 @@ pub(super) async fn list(viewer: Viewer, State(state): State<ApiState>, Query(qu
                 filters: query,
                 states: states(),
                 table: RunsTable::default(),
-                problem: Some(message),
+                problem: Some(message.split('`').enumerate().map(|(i, t)| (i % 2 == 1, t.to_owned())).collect()),
                 live,
             };
             return page(&page_view, StatusCode::BAD_REQUEST);
@@ -316,6 +356,9 @@ pub(super) struct InboxQuery {
     after: String,
     #[serde(default)]
     fragment: String,
+    /// Any other parameter: named on a 400 page.
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, String>,
 }
 
 /// The open group's runs, oldest in attention first.
@@ -354,6 +397,9 @@ pub(super) async fn inbox(viewer: Viewer, State(state): State<ApiState>, Query(q
     let operated = operated(&viewer);
     if operated.is_empty() {
         return forbidden(Role::Operate, None);
+    }
+    if let Err(message) = no_unknown(&query.unknown, "the attention inbox opens a group by workflow, reason and step") {
+        return problem(StatusCode::BAD_REQUEST, message);
     }
     let mut groups = Vec::new();
     for workflow in &operated {

@@ -225,6 +225,28 @@ try {
   await page.waitForURL(/\/console\/runs$/);
   results.push("an unknown console path is a page with the way back");
 
+  // An unusable filter is named on the page, never answered "No run matches.".
+  const unusable = await page.goto(`${url}/console/runs?revision=sha256:abc`);
+  check(unusable.status() === 400, `an unusable revision filter answered ${unusable.status()}`);
+  check((await page.locator("#problem code").first().textContent()) === "revision", "the filter is not named");
+  check((await page.locator("#no-runs").count()) === 0, "an unusable filter says no run matches");
+  await accessible(page, "unusable filter");
+  results.push("an unusable filter is named on the page");
+
+  // The graph fits the page's width: the start and the current step are on screen.
+  await page.goto(`${url}/console/runs/${attention.reconcile}`);
+  await page.waitForFunction(() => {
+    const img = document.querySelector(".graph img");
+    return img && img.complete && img.naturalWidth > 0;
+  });
+  const fit = await page.evaluate(() => {
+    const box = document.querySelector(".graph");
+    const img = box.querySelector("img");
+    return { img: img.getBoundingClientRect().width, box: box.clientWidth, scroll: box.scrollWidth };
+  });
+  check(fit.img <= fit.box && fit.scroll <= fit.box, `the graph overflows its box: ${JSON.stringify(fit)}`);
+  results.push("the graph fits the page's width");
+
   // Signing out ends the session on the server: the old cookie, replayed in a fresh browser, opens nothing.
   const before = (await page.context().cookies()).filter((c) => c.name === "coordinator_session");
   check(before.length === 1, "no session cookie to sign out of");

@@ -115,10 +115,6 @@ fn a_batch_request_names_what_is_wrong() {
             (json!({"action": "cancel", "reason": "x", "filter": {"colour": "blue"}}), "unknown filter `colour`"),
             (json!({"action": "cancel", "reason": "x", "filter": {"state": "sleeping"}}), "filter `state`"),
             (json!({"action": "cancel", "reason": "x", "filter": {"from": "yesterday"}}), "filter `from`"),
-            (
-                json!({"action": "cancel", "reason": "x", "filter": {"from": "2026-12-02T00:00:00Z", "to": "2026-12-01T00:00:00Z"}}),
-                "`from` must be before `to`",
-            ),
             (json!({"action": "cancel", "reason": "x", "extra": 1}), "unknown field `extra`"),
         ] {
             let (status, error) = post(&format!("{url}/v1/batches"), &body).await;

@@ -510,3 +510,26 @@ fn a_batch_over_a_whole_group_is_started_from_its_preview_and_followed_on_its_pa
 fn borrowed<'a>(pairs: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     pairs.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
+
+/// A filter the console cannot use is named on a 400 page, never answered
+/// with "No run matches." or ignored.
+#[test]
+fn an_unusable_filter_is_named_not_silently_ignored() {
+    on_runtime(async {
+        let stack = stack().await;
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        for (path, words) in [
+            ("/console/runs?revision=sha256:abc", "<code>revision</code> is a whole revision"),
+            ("/console/runs?run=not-a-run", "<code>run</code> is a run id"),
+            ("/console/runs?from=2026-12-02&to=2026-12-01", "<code>admitted from</code> must be before"),
+            ("/console/runs?colour=blue", "<code>colour</code> is not a filter"),
+            ("/console/attention?colour=blue", "<code>colour</code> is not a filter"),
+            ("/console/bulk?action=cancel", "needs its group&#39;s <code>workflow</code>"),
+        ] {
+            let (status, page) = me.page(path).await;
+            assert_eq!(status, 400, "{path}: {page}");
+            assert!(page.contains(words), "{path}: {page}");
+            assert!(!page.contains("No run matches."), "{path}: {page}");
+        }
+    });
+}
