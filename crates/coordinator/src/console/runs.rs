@@ -210,7 +210,8 @@ fn filters(query: &ListQuery) -> Result<(ListFilter, Option<Cursor>), String> {
 
 /// Whether `text` is a whole revision (`sha256:` and 64 lowercase hex digits).
 fn is_revision(text: &str) -> bool {
-    text.strip_prefix("sha256:").is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 /// A search key filter `NAME=VALUE` (the value exact).
