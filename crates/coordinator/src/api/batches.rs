@@ -26,6 +26,8 @@ use super::auth::Caller;
 use super::code::Code;
 use crate::engine::Engine;
 use crate::engine::batches::{BatchAction, BatchRequest, DryRun};
+use coordinator_core::machine::search_keys::MAX_SEARCH_KEY_CHARS;
+
 use crate::engine::connections::{MAX_REASON_CHARS, reason_ok};
 use crate::engine::error::EngineError;
 
@@ -200,16 +202,28 @@ fn request_of(body: &Value) -> Result<(BatchRequest, bool), ApiError> {
     Ok((request, dry))
 }
 
+/// Whether `name` can name a search key (as the document's `key.NAME` pattern says).
+fn search_key_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// The runs a batch filter selects; each field is named when it is not usable.
 pub(crate) fn filter_of(filter: &Map<String, Value>) -> Result<ListFilter, ApiError> {
     let mut out = ListFilter::default();
     for (name, value) in filter {
+        // As the document's `Name` (a search key's value: at most 128 characters).
+        let most = if name.starts_with("key.") { MAX_SEARCH_KEY_CHARS } else { super::decode::NAME_MAX };
         let text = || -> Result<String, ApiError> {
             match value.as_str() {
-                Some(t) if !t.is_empty() && !t.chars().any(char::is_control) => Ok(t.to_owned()),
-                _ => {
-                    Err(ApiError::bad_request(format!("filter `{}` must be a non-empty string", name.escape_default())))
+                Some(t) if !t.is_empty() && t.chars().count() <= most && !t.chars().any(char::is_control) => {
+                    Ok(t.to_owned())
                 }
+                _ => Err(ApiError::bad_request(format!(
+                    "filter `{}` must be 1 to {most} characters without a control character",
+                    name.escape_default()
+                ))),
             }
         };
         let instant = || -> Result<i64, ApiError> {
@@ -238,7 +252,7 @@ pub(crate) fn filter_of(filter: &Map<String, Value>) -> Result<ListFilter, ApiEr
             "to" => out.admitted_to = Some(instant()?),
             "idempotencyKey" => out.idempotency_key = Some(text()?),
             other => match other.strip_prefix("key.") {
-                Some(key) if !key.is_empty() => out.keys.push((key.to_owned(), text()?)),
+                Some(key) if search_key_name(key) => out.keys.push((key.to_owned(), text()?)),
                 _ => {
                     return Err(ApiError::bad_request(format!(
                         "unknown filter `{}`; {FILTERS}",
