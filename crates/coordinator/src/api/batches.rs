@@ -202,13 +202,6 @@ fn request_of(body: &Value) -> Result<(BatchRequest, bool), ApiError> {
     Ok((request, dry))
 }
 
-/// Whether `name` can name a search key (as the document's `key.NAME` pattern says).
-fn search_key_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
 /// The runs a batch filter selects; each field is named when it is not usable.
 pub(crate) fn filter_of(filter: &Map<String, Value>) -> Result<ListFilter, ApiError> {
     let mut out = ListFilter::default();
@@ -252,7 +245,7 @@ pub(crate) fn filter_of(filter: &Map<String, Value>) -> Result<ListFilter, ApiEr
             "to" => out.admitted_to = Some(instant()?),
             "idempotencyKey" => out.idempotency_key = Some(text()?),
             other => match other.strip_prefix("key.") {
-                Some(key) if search_key_name(key) => out.keys.push((key.to_owned(), text()?)),
+                Some(key) if coordinator_core::decode::is_name(key) => out.keys.push((key.to_owned(), text()?)),
                 _ => {
                     return Err(ApiError::bad_request(format!(
                         "unknown filter `{}`; {FILTERS}",

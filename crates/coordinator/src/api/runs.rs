@@ -152,10 +152,8 @@ impl ListQuery {
 /// A search key filter's name and value must be ones a run can have.
 fn search_key_filter(name: &str, value: &str) -> Result<(), ApiError> {
     use coordinator_core::machine::search_keys::MAX_SEARCH_KEY_CHARS;
-    let named = (1..=64).contains(&name.chars().count())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
-    if !named {
+    // A key is named as every name of a project is.
+    if !coordinator_core::decode::is_name(name) {
         return Err(ApiError::bad_request(
             "a search key filter is `key.NAME=VALUE`, NAME as declared in the workflow's `searchKeys`",
         ));

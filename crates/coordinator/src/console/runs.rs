@@ -219,10 +219,7 @@ fn search_key(text: &str) -> Result<(String, String), String> {
     let usage = "the search key filter is `NAME=VALUE`, NAME one of the workflow's `searchKeys` (the value exact)";
     let (name, value) = text.split_once('=').ok_or(usage)?;
     let (name, value) = (name.trim(), value.trim());
-    let named = !name.is_empty()
-        && name.chars().count() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !named || value.is_empty() {
+    if !coordinator_core::decode::is_name(name) || value.is_empty() {
         return Err(usage.to_owned());
     }
     Ok((name.to_owned(), value.to_owned()))
