@@ -56,6 +56,10 @@ const FINISH: &str = "UPDATE batches SET state = 'done', ended_at = $3, lease_ow
      AND NOT EXISTS (SELECT 1 FROM batch_runs WHERE batch_id = $1 AND outcome IS NULL)";
 const CANCEL: &str = "UPDATE batches SET state = 'cancelled', ended_at = $2, cancelled_by = $3, lease_owner = NULL, \
      lease_until = NULL WHERE id = $1 AND state = 'running' RETURNING id";
+/// Runs of batch `$1` after run `$2`, in run id order, `$3` at most; `$4`
+/// (`done`, `refused` or `pending`) or NULL for every outcome.
+const RUNS: &str = "SELECT run_id, outcome, code, at FROM batch_runs WHERE batch_id = $1 AND run_id > $2 \
+     AND ($4 IS NULL OR ($4 = 'pending' AND outcome IS NULL) OR outcome = $4) ORDER BY run_id LIMIT $3";
 /// Marks run `$2` of batch `$1` with outcome `$3` (`$4` code, `$5` now) while it has none.
 const MARK: &str = "UPDATE batch_runs SET outcome = $3, code = $4, at = $5 \
      WHERE batch_id = $1 AND run_id = $2 AND outcome IS NULL";
@@ -115,6 +119,19 @@ impl BatchView {
     pub fn remaining(&self) -> u64 {
         self.matched.saturating_sub(self.done + self.refused.values().sum::<u64>())
     }
+}
+
+/// One run of a batch and what the batch did to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRun {
+    /// The run.
+    pub run_id: String,
+    /// `done`, `refused`, or `None` while it waits for its turn.
+    pub outcome: Option<String>,
+    /// The rule's code of a refusal.
+    pub code: Option<String>,
+    /// When it was acted on, ms.
+    pub at: Option<i64>,
 }
 
 /// How a start went.
@@ -221,6 +238,25 @@ impl Store {
         let mut tx = self.pool.begin_read().await?;
         let rows = tx.fetch_all(PENDING, vec![id.into(), i64::from(limit).into()]).await?;
         rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// Up to `limit` runs of batch `id` after run `after` (in run id order)
+    /// with their outcome; only those with `outcome` (`done`, `refused`,
+    /// `pending`) when given.
+    pub async fn batch_runs(
+        &self,
+        id: &str,
+        outcome: Option<&str>,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<BatchRun>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        // The nil id sorts before every run id (both stores compare them as canonical text or UUIDs).
+        let after = Arg::id(after.unwrap_or("00000000-0000-0000-0000-000000000000"));
+        let rows = tx.fetch_all(RUNS, vec![id.into(), after, i64::from(limit).into(), outcome.into()]).await?;
+        rows.iter()
+            .map(|r| Ok(BatchRun { run_id: r.get(0)?, outcome: r.get(1)?, code: r.get(2)?, at: r.get(3)? }))
+            .collect()
     }
 
     /// Ends batch `id` as done when `owner` holds it and no run is left.

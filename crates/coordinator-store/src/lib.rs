@@ -90,7 +90,7 @@ mod wakeups;
 
 pub use active_revisions::{ActiveRevision, RevisionHolding};
 pub use audit::AuditPage;
-pub use batches::{BatchView, MOST_BATCH_RUNS, NewBatch, Started};
+pub use batches::{BatchRun, BatchView, MOST_BATCH_RUNS, NewBatch, Started};
 pub use commit_leases::Batched;
 pub use connections::allowance::{ALLOWANCE_MS, MOST_PERMITS};
 pub use connections::eager::CLAIM_ROOM;

@@ -184,6 +184,14 @@ pub(crate) fn push_filter(q: &mut Query, filter: &ListFilter, revision: Revision
     if let Some(id) = &filter.run_id {
         q.push(" AND id = ").bind(Arg::id(id));
     }
+    if let Some(ids) = &filter.run_ids {
+        let (first, rest) = ids.split_first()?;
+        q.push(" AND id IN (").bind(Arg::id(first));
+        for id in rest {
+            q.push(", ").bind(Arg::id(id));
+        }
+        q.push(")");
+    }
     // Found through their own index (`run_keys`' and `admission_keys_by_key`), then joined by id.
     for (name, value) in &filter.keys {
         q.push(" AND id IN (SELECT run_id FROM run_keys WHERE name = ").bind(name.as_str());

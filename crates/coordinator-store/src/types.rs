@@ -285,6 +285,8 @@ pub struct ListFilter {
     pub keys: Vec<(String, String)>,
     /// Only runs admitted with this idempotency key (by any caller).
     pub idempotency_key: Option<String>,
+    /// Only these runs (canonical ids); an empty list matches none.
+    pub run_ids: Option<Vec<String>>,
 }
 
 /// Why runs wait for an operator, as monitoring counts them.

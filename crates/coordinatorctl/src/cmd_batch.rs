@@ -1,5 +1,5 @@
-//! `coordinatorctl batch start|status|cancel|list`: durable batches of an
-//! operator command (`POST /v1/batches`, `GET /v1/batches[/{id}]`,
+//! `coordinatorctl batch start|status|runs|cancel|list`: durable batches of an
+//! operator command (`POST /v1/batches`, `GET /v1/batches[/{id}[/runs]]`,
 //! `POST /v1/batches/{id}/cancel`). A batch is worked by the service, not by
 //! this command: it survives the operator's laptop. `start --dry-run` shows
 //! what the command would do to each run and writes nothing.
@@ -44,6 +44,38 @@ pub fn start(args: &ServiceArgs, start: &StartArgs) -> Exit {
 pub fn status(args: &ServiceArgs, id: &str) -> Exit {
     let result = Client::connect(args).and_then(|client| client.get(&["v1", "batches", id], &[]));
     operate::report(args, "batch status", result, human_batch)
+}
+
+/// Runs `batch runs ID`: a page of the batch's runs and what it did to each.
+pub fn runs(args: &ServiceArgs, id: &str, outcome: Option<&str>, after: Option<&str>, limit: u32) -> Exit {
+    let limit = limit.to_string();
+    let mut query = vec![("limit", limit.as_str())];
+    query.extend(outcome.map(|o| ("outcome", o)));
+    query.extend(after.map(|a| ("after", a)));
+    let result = Client::connect(args).and_then(|client| client.get(&["v1", "batches", id, "runs"], &query));
+    operate::report(args, "batch runs", result, human_runs)
+}
+
+fn human_runs(answer: &Value) -> String {
+    let runs = answer["runs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut text: String = runs
+        .iter()
+        .map(|r| {
+            let outcome = match (r["outcome"].as_str(), r["code"].as_str()) {
+                (Some("refused"), Some(code)) => format!("refused ({code})"),
+                (Some(outcome), _) => outcome.to_owned(),
+                (None, _) => "-".to_owned(),
+            };
+            format!("{}  {outcome}\n", operate::text(r, "runId"))
+        })
+        .collect();
+    if runs.is_empty() {
+        text.push_str("no runs\n");
+    }
+    if let Some(next) = answer["next"].as_str() {
+        text.push_str(&format!("more: --after {next}\n"));
+    }
+    text
 }
 
 /// Runs `batch cancel ID`.
@@ -153,5 +185,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("r2  refused (nothing-to-do)") && text.contains("nothing was written"), "{text}");
+    }
+
+    #[test]
+    fn a_batch_s_runs_say_what_it_did_and_where_the_next_page_starts() {
+        let page = json!({"runs": [{"runId": "r1", "outcome": "done", "code": null},
+            {"runId": "r2", "outcome": "refused", "code": "run.no-unknown-effect"}], "next": "r2"});
+        assert_eq!(human_runs(&page), "r1  done\nr2  refused (run.no-unknown-effect)\nmore: --after r2\n");
+        assert_eq!(human_runs(&json!({"runs": [], "next": null})), "no runs\n");
     }
 }

@@ -267,6 +267,22 @@ enum BatchCommand {
         #[command(flatten)]
         service: ServiceArgs,
     },
+    /// A batch's runs with what it did to each (--outcome refused: the runs left to look at by hand).
+    Runs {
+        /// The batch id.
+        id: String,
+        /// Only the runs with this outcome.
+        #[arg(long, value_parser = PossibleValuesParser::new(["done", "refused", "pending"]))]
+        outcome: Option<String>,
+        /// The page after this run id (the `next` a page ends with).
+        #[arg(long)]
+        after: Option<String>,
+        /// The most runs on the page (1 to 500).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=500))]
+        limit: u32,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
     /// Stop a batch: runs not acted on yet stay as they are.
     Cancel {
         /// The batch id.
@@ -429,6 +445,9 @@ fn main() -> ExitCode {
                 cmd_batch::start(&service, &cmd_batch::StartArgs { action, filter, keys, reason, dry_run })
             }
             BatchCommand::Status { id, service } => cmd_batch::status(&service, &id),
+            BatchCommand::Runs { id, outcome, after, limit, service } => {
+                cmd_batch::runs(&service, &id, outcome.as_deref(), after.as_deref(), limit)
+            }
             BatchCommand::Cancel { id, service } => cmd_batch::cancel(&service, &id),
             BatchCommand::List { service } => cmd_batch::list(&service),
         },

@@ -2,7 +2,8 @@
 //! starts; a run is marked `done` only in its decision's own transaction and
 //! only once (a second attempt writes nothing); a refusal is recorded once;
 //! one process holds a batch's lease until it runs out; a batch ends done
-//! only when no run is left, and a cancelled one is worked no more.
+//! only when no run is left, and a cancelled one is worked no more. Each
+//! run's outcome is listed, by outcome, in run id order.
 
 use coordinator_core::machine::event::Event;
 use coordinator_store::{ListFilter, NewBatch, Started, Store, StoreError};
@@ -51,6 +52,24 @@ pub(crate) async fn a_batch_acts_on_each_run_once_under_one_lease(store: &Store)
 
     let view = ok(store.batch("b1").await, "view").unwrap_or_else(|| panic!("b1"));
     assert_eq!((view.matched, view.done, view.remaining(), view.state.as_str()), (3, 1, 1, "running"));
+    // Each run with its outcome, by outcome, paged by run id.
+    let all = ok(store.batch_runs("b1", None, None, 10).await, "runs");
+    let outcomes: Vec<_> = all.iter().map(|r| (r.run_id.clone(), r.outcome.clone(), r.code.clone())).collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            (run_id(1), Some("done".to_owned()), None),
+            (run_id(2), Some("refused".to_owned()), Some("run.ended".to_owned())),
+            (run_id(3), None, None)
+        ]
+    );
+    assert_eq!(all[0].at, Some(now));
+    let refused = ok(store.batch_runs("b1", Some("refused"), None, 10).await, "refused runs");
+    assert_eq!(refused.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>(), vec![run_id(2)]);
+    let pending = ok(store.batch_runs("b1", Some("pending"), None, 10).await, "pending runs");
+    assert_eq!(pending.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>(), vec![run_id(3)]);
+    let page = ok(store.batch_runs("b1", None, Some(&run_id(1)), 1).await, "second page");
+    assert_eq!(page.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>(), vec![run_id(2)]);
     assert_eq!(view.refused.get("run.ended"), Some(&1));
 
     // Not done while a run is left; the lease runs out and another process takes it over.
@@ -78,4 +97,11 @@ pub(crate) async fn a_batch_acts_on_each_run_once_under_one_lease(store: &Store)
     let listed: Vec<String> = ok(store.batches(10).await, "list").into_iter().map(|b| b.id).collect();
     assert_eq!(listed, vec!["b2".to_owned(), "b1".to_owned()]);
     assert_eq!(ok(store.count_matching(&filter, 2).await, "count"), 3, "counted up to most + 1");
+
+    // A batch over named runs takes those and no other; an empty list takes none.
+    let named = ListFilter { run_ids: Some(vec![run_id(2), run_id(4)]), ..filter.clone() };
+    assert_eq!(ok(store.start_batch(&start("b3", &named)).await, "start b3"), Started::Matched(2));
+    assert_eq!(ok(store.batch_pending("b3", 10).await, "pending b3"), vec![run_id(2), run_id(4)]);
+    let none = ListFilter { run_ids: Some(Vec::new()), ..filter.clone() };
+    assert_eq!(ok(store.count_matching(&none, 10).await, "count none"), 0);
 }

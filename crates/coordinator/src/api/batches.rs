@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use coordinator_core::machine::time::Instant;
@@ -38,7 +39,11 @@ const SHAPE: &str = "send a JSON object {\"action\": \"reconcile\" | \"retry-sam
      \"reason\": \"why\", \"dryRun\": false}";
 /// What a filter may hold.
 const FILTERS: &str = "filter fields: workflow, state, reason (unknown-effect, restore-hold), step, revision, from, \
-     to (RFC 3339), idempotencyKey, key.NAME";
+     to (RFC 3339), idempotencyKey, key.NAME, runs (run ids)";
+/// The most run ids a filter's `runs` may name.
+pub(crate) const MOST_NAMED_RUNS: usize = 1_000;
+/// The most runs one page of `GET /v1/batches/{id}/runs` holds.
+const MOST_PER_PAGE: u32 = 500;
 
 /// `POST /v1/batches`: `201 {batchId, matched, state}`, or `200` with the dry run.
 pub(super) async fn start(
@@ -101,6 +106,62 @@ pub(super) async fn cancel(
     let mut body = view_json(&batch);
     body["changed"] = json!(changed);
     Ok(Json(body))
+}
+
+/// `GET /v1/batches/{id}/runs`: `200 {runs: [{runId, outcome, code, at}], next}`,
+/// in run id order; `outcome` (`done`, `refused`, `pending`), `after` (a run id) and `limit` (1–500).
+pub(super) async fn runs(
+    caller: Caller,
+    State(engine): State<Arc<Engine>>,
+    Path(id): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    const PARAMETERS: &str =
+        "the parameters are outcome (done, refused, pending), after (a run id) and limit (1 to 500)";
+    let Query(pairs) = query.map_err(|_| ApiError::bad_request(PARAMETERS))?;
+    let (mut outcome, mut after, mut limit) = (None, None, 100);
+    let mut seen: Vec<String> = Vec::new();
+    for (name, value) in pairs {
+        if seen.contains(&name) {
+            return Err(ApiError::bad_request(format!("`{}` is given twice; give it once", name.escape_default())));
+        }
+        seen.push(name.clone());
+        match name.as_str() {
+            "outcome" if ["done", "refused", "pending"].contains(&value.as_str()) => outcome = Some(value),
+            "outcome" => return Err(ApiError::bad_request("`outcome` is done, refused or pending")),
+            "after" => {
+                let run = uuid::Uuid::try_parse(&value).map_err(|_| ApiError::bad_request("`after` is a run id"))?;
+                after = Some(run.hyphenated().to_string());
+            }
+            "limit" => {
+                let n = value.parse::<u32>().ok().filter(|n| (1..=MOST_PER_PAGE).contains(n));
+                limit = n.ok_or_else(|| ApiError::bad_request(format!("`limit` is 1 to {MOST_PER_PAGE}")))?;
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown parameter `{}`; {PARAMETERS}",
+                    other.escape_default()
+                )));
+            }
+        }
+    }
+    visible(&engine, &caller, &id).await?;
+    let store = engine.store();
+    let found = store.batch_runs(&id, outcome.as_deref(), after.as_deref(), limit).await.map_err(EngineError::from)?;
+    let next =
+        (found.len() == usize::try_from(limit).unwrap_or(usize::MAX)).then(|| found.last().map(|r| r.run_id.clone()));
+    let runs: Vec<Value> = found.iter().map(run_json).collect();
+    Ok(Json(json!({"runs": runs, "next": next.flatten()})))
+}
+
+/// One run of a batch as JSON.
+pub(crate) fn run_json(r: &coordinator_store::BatchRun) -> Value {
+    json!({
+        "runId": r.run_id,
+        "outcome": r.outcome.as_deref().unwrap_or("pending"),
+        "code": r.code,
+        "at": r.at.map(|at| Instant(at).to_rfc3339()),
+    })
 }
 
 fn unknown() -> ApiError {
@@ -202,6 +263,24 @@ fn request_of(body: &Value) -> Result<(BatchRequest, bool), ApiError> {
     Ok((request, dry))
 }
 
+/// A filter's `runs`: 1 to [`MOST_NAMED_RUNS`] run ids (UUIDs, any case), kept canonical.
+fn run_ids(value: &Value) -> Result<Vec<String>, ApiError> {
+    let shape = || {
+        ApiError::bad_request(format!("filter `runs` is a list of 1 to {MOST_NAMED_RUNS} run ids (UUIDs), each once"))
+    };
+    let list = value.as_array().filter(|l| (1..=MOST_NAMED_RUNS).contains(&l.len())).ok_or_else(shape)?;
+    let mut ids = Vec::with_capacity(list.len());
+    for item in list {
+        let id = item.as_str().and_then(|t| uuid::Uuid::try_parse(t).ok()).ok_or_else(shape)?;
+        let id = id.hyphenated().to_string();
+        if ids.contains(&id) {
+            return Err(shape());
+        }
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
 /// The runs a batch filter selects; each field is named when it is not usable.
 pub(crate) fn filter_of(filter: &Map<String, Value>) -> Result<ListFilter, ApiError> {
     let mut out = ListFilter::default();
@@ -244,6 +323,7 @@ pub(crate) fn filter_of(filter: &Map<String, Value>) -> Result<ListFilter, ApiEr
             "from" => out.admitted_from = Some(instant()?),
             "to" => out.admitted_to = Some(instant()?),
             "idempotencyKey" => out.idempotency_key = Some(text()?),
+            "runs" => out.run_ids = Some(run_ids(value)?),
             other => match other.strip_prefix("key.") {
                 Some(key) if coordinator_core::decode::is_name(key) => out.keys.push((key.to_owned(), text()?)),
                 _ => {

@@ -157,6 +157,7 @@ fn table() -> Vec<Route> {
         route(Verb::Post, "/v1/batches", batches::start),
         route(Verb::Get, "/v1/batches", batches::list),
         route(Verb::Get, "/v1/batches/{id}", batches::read),
+        route(Verb::Get, "/v1/batches/{id}/runs", batches::runs),
         route(Verb::Post, "/v1/batches/{id}/cancel", batches::cancel),
         route(Verb::Get, "/v1/connections", connections::list),
         route(Verb::Post, "/v1/connections/{name}/pause", connections::pause),

@@ -195,6 +195,7 @@ fn filters(query: &ListQuery) -> Result<(ListFilter, Option<Cursor>), String> {
             Some(text) => vec![search_key(&text)?],
         },
         idempotency_key: present(&query.idempotency_key),
+        run_ids: None,
     };
     if let (Some(from), Some(to)) = (filter.admitted_from, filter.admitted_to)
         && from >= to

@@ -3,7 +3,8 @@
 //! `attention` settles every one through the machine — each acted on once,
 //! the batch id and reason in its journal — with progress that never goes
 //! backwards; what the rules refuse is counted by code; a batch's requests
-//! are refused by name when a field is not usable. The SIGKILL and SIGTERM of
+//! are refused by name when a field is not usable; each run's outcome is
+//! listed, the refused ones with the rule's code. The SIGKILL and SIGTERM of
 //! the process working a batch: `batches_kill`.
 
 use std::collections::BTreeMap;
@@ -89,6 +90,38 @@ fn a_batch_settles_every_run_in_attention_once_and_a_dry_run_writes_nothing() {
         let batch = until_ended(&url, started["batchId"].as_str().unwrap_or_default()).await;
         assert_eq!(batch["refused"], json!({"nothing-to-do": 5}), "{batch}");
         assert_eq!(batch["done"], 0);
+        // Each refused run is listed with the rule's code, in run id order, paged.
+        let ended_id = started["batchId"].as_str().unwrap_or_default();
+        let (status, refused) = get(&format!("{url}/v1/batches/{ended_id}/runs?outcome=refused&limit=3")).await;
+        assert_eq!(status, 200, "{refused}");
+        let mut sorted = runs.clone();
+        sorted.sort();
+        let page: Vec<(&str, &str, &str)> = refused["runs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let field = |f: &str| r[f].as_str().unwrap_or_default();
+                (field("runId"), field("outcome"), field("code"))
+            })
+            .collect();
+        let first: Vec<(&str, &str, &str)> =
+            sorted[..3].iter().map(|r| (r.as_str(), "refused", "nothing-to-do")).collect();
+        assert_eq!(page, first, "{refused}");
+        let next = refused["next"].as_str().unwrap_or_default();
+        let (_, rest) = get(&format!("{url}/v1/batches/{ended_id}/runs?outcome=refused&after={next}")).await;
+        let rest: Vec<&str> =
+            rest["runs"].as_array().into_iter().flatten().filter_map(|r| r["runId"].as_str()).collect();
+        assert_eq!(rest, sorted[3..].iter().map(String::as_str).collect::<Vec<_>>());
+        let (_, done) = get(&format!("{url}/v1/batches/{ended_id}/runs?outcome=done")).await;
+        assert_eq!(done, json!({"runs": [], "next": null}));
+        // A batch over named runs matches those only (any case).
+        let named = json!({"runs": [runs[0].to_uppercase(), runs[1]]});
+        let dry = json!({"action": "cancel", "filter": named, "reason": "two of them", "dryRun": true});
+        let (status, preview) = post(&format!("{url}/v1/batches"), &dry).await;
+        assert_eq!((status, preview["matched"].as_u64()), (200, Some(2)), "{preview}");
+        let (status, error) = get(&format!("{url}/v1/batches/{ended_id}/runs?outcome=lost")).await;
+        assert_eq!((status, error["code"].as_str()), (400, Some("request.invalid")), "{error}");
 
         // Cancelling a batch that ended changes nothing.
         let (status, cancelled) = post(&format!("{url}/v1/batches/{id}/cancel"), &json!({})).await;
@@ -116,6 +149,8 @@ fn a_batch_request_names_what_is_wrong() {
             (json!({"action": "cancel", "reason": "x", "filter": {"state": "sleeping"}}), "filter `state`"),
             (json!({"action": "cancel", "reason": "x", "filter": {"from": "yesterday"}}), "filter `from`"),
             (json!({"action": "cancel", "reason": "x", "extra": 1}), "unknown field `extra`"),
+            (json!({"action": "cancel", "reason": "x", "filter": {"runs": []}}), "filter `runs`"),
+            (json!({"action": "cancel", "reason": "x", "filter": {"runs": ["not-a-run"]}}), "filter `runs`"),
         ] {
             let (status, error) = post(&format!("{url}/v1/batches"), &body).await;
             assert_eq!((status, error["code"].as_str()), (400, Some("request.invalid")), "{body}: {error}");

@@ -310,6 +310,9 @@ fn a_batch_is_dry_run_started_followed_and_listed_and_a_run_found_by_its_key() {
         "{}",
         stdout(&out)
     );
+    let out = stack.ctl(&["batch", "runs", &id, "--outcome", "refused"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("{first}  refused (nothing-to-do)\n"));
     let out = stack.ctl(&["batch", "cancel", &id]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("had ended already"), "{}", stdout(&out));
