@@ -10,7 +10,7 @@ use crate::audit::{self, Line};
 use crate::{Store, StoreError};
 
 const HOLD: &str = "SELECT placed_at, placed_by, reason FROM restore_hold WHERE singleton = 1";
-const PLACE: &str = "INSERT INTO restore_hold (singleton, placed_at, placed_by) VALUES (1, $1, $2) \
+const PLACE: &str = "INSERT INTO restore_hold (singleton, placed_at, placed_by, reason) VALUES (1, $1, $2, $3) \
      ON CONFLICT (singleton) DO NOTHING";
 const RELEASE: &str = "DELETE FROM restore_hold WHERE singleton = 1";
 
@@ -21,8 +21,17 @@ pub struct Hold {
     pub placed_at: i64,
     /// Who placed it (the operator's subject; `coordinator` for the fence).
     pub placed_by: String,
-    /// The fence's evidence, when the fence placed it.
+    /// Why: the operator's reason, or the fence's evidence when the fence placed it.
     pub reason: Option<String>,
+}
+
+/// The journal line of a hold changed by `by`, with the operator's reason when given.
+fn hold_line(change: &str, reason: Option<&str>) -> Line<'static> {
+    let detail = match reason {
+        Some(reason) => format!("restore hold {change} for the deployment; reason given: {reason}"),
+        None => format!("restore hold {change} for the deployment"),
+    };
+    Line { kind: "hold", step: None, detail: detail.into() }
 }
 
 impl Store {
@@ -35,30 +44,30 @@ impl Store {
         }
     }
 
-    /// Places the hold; a hold already placed is kept as it is. Returns the hold in force.
-    pub async fn place_hold(&self, at: i64, by: &str) -> Result<Hold, StoreError> {
+    /// Places the hold (with the operator's `reason`, kept with it and
+    /// journaled); a hold already placed is kept as it is. Returns the hold in force.
+    pub async fn place_hold(&self, at: i64, by: &str, reason: Option<&str>) -> Result<Hold, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let placed = tx.execute(PLACE, vec![at.into(), by.into()]).await? > 0;
+        let placed = tx.execute(PLACE, vec![at.into(), by.into(), reason.into()]).await? > 0;
         let row = tx.fetch_optional(HOLD, Vec::new()).await?;
         let hold = match row {
             Some(row) => Hold { placed_at: row.get(0)?, placed_by: row.get(1)?, reason: row.get(2)? },
             None => return Err(StoreError::Corrupt("the restore hold vanished while it was placed".into())),
         };
         if placed {
-            let line = Line { kind: "hold", step: None, detail: "restore hold placed for the deployment".into() };
-            audit::append(&mut tx, None, at, Some(by), &[line]).await?;
+            audit::append(&mut tx, None, at, Some(by), &[hold_line("placed", reason)]).await?;
         }
         tx.commit().await?;
         Ok(hold)
     }
 
-    /// Removes the hold's flag (at `at`, by `by`). Returns whether one was placed.
-    pub async fn release_hold(&self, at: i64, by: &str) -> Result<bool, StoreError> {
+    /// Removes the hold's flag (at `at`, by `by`, journaled with the
+    /// operator's `reason`). Returns whether one was placed.
+    pub async fn release_hold(&self, at: i64, by: &str, reason: Option<&str>) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let removed = tx.execute(RELEASE, Vec::new()).await?;
         if removed > 0 {
-            let line = Line { kind: "hold", step: None, detail: "restore hold released for the deployment".into() };
-            audit::append(&mut tx, None, at, Some(by), &[line]).await?;
+            audit::append(&mut tx, None, at, Some(by), &[hold_line("released", reason)]).await?;
         }
         tx.commit().await?;
         Ok(removed > 0)

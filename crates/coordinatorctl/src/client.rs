@@ -211,8 +211,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`] when there is no readable answer.
-    pub fn delete(&self, segments: &[&str]) -> Result<Answer, ClientError> {
-        self.send(Method::DELETE, self.url(segments, &[]), Body::Empty)
+    pub fn delete(&self, segments: &[&str], body: Body) -> Result<Answer, ClientError> {
+        self.send(Method::DELETE, self.url(segments, &[]), body)
     }
 
     fn send(&self, method: Method, url: Url, body: Body) -> Result<Answer, ClientError> {

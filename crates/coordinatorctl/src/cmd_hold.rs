@@ -22,13 +22,14 @@ pub enum HoldAction {
     Release,
 }
 
-/// Runs `restore-hold`.
-pub fn run(args: &ServiceArgs, action: HoldAction) -> Exit {
+/// Runs `restore-hold`, placing or releasing with `reason` when one is given.
+pub fn run(args: &ServiceArgs, action: HoldAction, reason: Option<&str>) -> Exit {
     let path = ["v1", "restore-hold"];
+    let body = || reason.map_or(Body::Empty, |r| Body::Json(serde_json::json!({"reason": r})));
     let result = Client::connect(args).and_then(|client| match action {
         HoldAction::Show => client.get(&path, &[]),
-        HoldAction::Place => client.post(&path, &[], Body::Empty),
-        HoldAction::Release => client.delete(&path),
+        HoldAction::Place => client.post(&path, &[], body()),
+        HoldAction::Release => client.delete(&path, body()),
     });
     operate::report(args, "restore-hold", result, human)
 }
@@ -45,12 +46,14 @@ fn human(hold: &Value) -> String {
     };
     let by = hold["placedBy"].as_str().unwrap_or("-");
     let mut text = format!("restore hold: placed at {at} by {by}; {held} run(s) held\n");
-    if let Some(reason) = hold["reason"].as_str() {
+    match hold["reason"].as_str() {
         // The fence placed it: its evidence, then what the operator does next.
-        text.push_str(&format!(
+        Some(reason) if by == "coordinator" => text.push_str(&format!(
             "  placed by the restore fence: {reason}\n  review the runs in attention, then release the hold \
              (`coordinatorctl restore-hold release`)\n"
-        ));
+        )),
+        Some(reason) => text.push_str(&format!("  reason: {reason}\n")),
+        None => {}
     }
     text
 }
@@ -73,6 +76,11 @@ mod tests {
                 "by coordinator; 1 run(s) held\n  placed by the restore fence: the timeline changed from 1 to 2\n"
             ),
             "{text}"
+        );
+        let said = json!({"placed": true, "placedAt": 0, "placedBy": "ops", "reason": "restored from the 02:00 backup", "heldRuns": 1});
+        assert_eq!(
+            human(&said),
+            "restore hold: placed at 1970-01-01T00:00:00Z by ops; 1 run(s) held\n  reason: restored from the 02:00 backup\n"
         );
     }
 }

@@ -199,6 +199,9 @@ enum Command {
         /// What to do.
         #[arg(value_enum, default_value_t = HoldAction::Show)]
         action: HoldAction,
+        /// Why (place or release): kept with the hold and journaled with the change.
+        #[arg(long)]
+        reason: Option<String>,
         #[command(flatten)]
         service: ServiceArgs,
     },
@@ -407,7 +410,7 @@ fn main() -> ExitCode {
         Command::Cancel { run, service } => cmd_runs::command(&service, &run, Operator::Cancel),
         Command::RetrySame { run, step, service } => cmd_runs::command(&service, &run, Operator::RetrySame(&step)),
         Command::Reconcile { run, step, service } => cmd_runs::command(&service, &run, Operator::Reconcile(&step)),
-        Command::RestoreHold { action, service } => cmd_hold::run(&service, action),
+        Command::RestoreHold { action, reason, service } => cmd_hold::run(&service, action, reason.as_deref()),
         Command::Connections { action, service } => match action {
             None | Some(ConnectionsCommand::List) => cmd_connections::list(&service),
             Some(ConnectionsCommand::Pause { name, reason }) => {

@@ -51,14 +51,14 @@ pub(crate) async fn many_admissions_in_one_statement_keep_each_ones_gate_and_key
     assert_eq!(leased[4], first_step);
 
     // A closed gate: nothing is written for anyone.
-    ok(store.place_hold(T0, "ops").await, "hold");
+    ok(store.place_hold(T0, "ops", None).await, "hold");
     let held = vec![admitting(7, None, None), admitting(8, Some("key-8"), None)];
     let answers = ok(store.admit_guarded_batch("w1", &held).await, "admit held");
     assert!(answers.iter().all(Option::is_none), "{answers:?}");
     for n in [7, 8] {
         assert_eq!(ok(store.load(&run_id(n)).await, "load held"), None);
     }
-    ok(store.release_hold(T0, "ops").await, "release");
+    ok(store.release_hold(T0, "ops", None).await, "release");
 
     // Each run has the rows a run admitted alone has.
     let alone = new_run(&wf, &run_id(6), "alice", None, T0 + 1);

@@ -137,16 +137,22 @@ pub(crate) async fn audit_entries_are_chained_in_order_once_sealed(store: &Store
     }
     // A worker's report (no actor) and the deployment-level entries.
     ok(store.apply(&runs[0], T0 + 20, deciding(&wf, &accepted_read(), T0 + 20)).await, "answer");
-    ok(store.place_hold(T0 + 30, "ops").await, "place");
-    ok(store.place_hold(T0 + 31, "ops").await, "place again: no change, no entry");
-    ok(store.release_hold(T0 + 32, "ops-2").await, "release");
-    ok(store.release_hold(T0 + 33, "ops-2").await, "release again: no entry");
+    ok(store.place_hold(T0 + 30, "ops", None).await, "place");
+    ok(store.place_hold(T0 + 31, "ops", None).await, "place again: no change, no entry");
+    ok(store.release_hold(T0 + 32, "ops-2", Some("the backup was checked")).await, "release");
+    ok(store.release_hold(T0 + 33, "ops-2", None).await, "release again: no entry");
     seal(store).await;
     let (entries, head) = journal(store).await;
     ok(audit::verify(&entries, &head).map_err(|e| StoreError::Corrupt(e.to_string())), "verify");
     let deployment: Vec<_> =
         entries.iter().filter(|e| e.run_id.is_none()).map(|e| (e.kind.as_str(), e.actor.as_deref(), e.at)).collect();
     assert_eq!(deployment, vec![("hold", Some("ops"), T0 + 30), ("hold", Some("ops-2"), T0 + 32)]);
+    let released = entries.iter().find(|e| e.at == T0 + 32).map(|e| e.detail.as_str());
+    assert_eq!(
+        released,
+        Some("restore hold released for the deployment; reason given: the backup was checked"),
+        "the reason journaled"
+    );
     let answered = entries.iter().filter(|e| e.at == T0 + 20).collect::<Vec<_>>();
     assert!(!answered.is_empty() && answered.iter().all(|e| e.actor.is_none()), "the coordinator's entries");
 }

@@ -140,10 +140,10 @@ pub(crate) async fn a_guarded_admission_writes_only_through_an_open_gate(db: &Te
     assert_eq!(ok(store.load(&new.id).await, "load"), None);
 
     ok(store.activate("reviewed-notice", &wf.revision, T0, None).await, "activate");
-    ok(store.place_hold(T0, "ops").await, "hold");
+    ok(store.place_hold(T0, "ops", None).await, "hold");
     closed("held", store.admit_guarded(&new, || Ok::<_, StoreError>(first(&wf, &new))).await);
     assert_eq!(ok(store.load(&new.id).await, "load"), None);
-    ok(store.release_hold(T0, "ops").await, "release");
+    ok(store.release_hold(T0, "ops", None).await, "release");
 
     // Open: admitted (in one statement on PostgreSQL, one transaction on SQLite).
     let guarded = ok(store.admit_guarded(&new, || Ok::<_, StoreError>(first(&wf, &new))).await, "open");

@@ -12,14 +12,18 @@ use super::{LEASE_MS, ok};
 
 pub(crate) async fn the_restore_hold_is_placed_once_and_released(store: &Store) {
     assert_eq!(ok(store.hold().await, "none yet"), None);
-    let placed = ok(store.place_hold(T0, "ops").await, "place");
+    let placed = ok(store.place_hold(T0, "ops", None).await, "place");
     assert_eq!((placed.placed_at, placed.placed_by.as_str()), (T0, "ops"));
-    let again = ok(store.place_hold(T0 + 5, "someone-else").await, "place again");
+    let again = ok(store.place_hold(T0 + 5, "someone-else", None).await, "place again");
     assert_eq!(again, placed, "a placed hold is kept as it was");
     assert_eq!(ok(store.hold().await, "placed"), Some(placed));
-    assert!(ok(store.release_hold(T0 + 6, "ops").await, "release"));
-    assert!(!ok(store.release_hold(T0 + 7, "ops").await, "release again"));
+    assert!(ok(store.release_hold(T0 + 6, "ops", None).await, "release"));
+    assert!(!ok(store.release_hold(T0 + 7, "ops", None).await, "release again"));
     assert_eq!(ok(store.hold().await, "released"), None);
+    // The operator's reason is kept with the hold.
+    let placed = ok(store.place_hold(T0 + 8, "ops", Some("restored from last night's backup")).await, "place");
+    assert_eq!(placed.reason.as_deref(), Some("restored from last night's backup"));
+    assert!(ok(store.release_hold(T0 + 9, "ops", Some("reviewed")).await, "release with a reason"));
 }
 
 pub(crate) async fn receipts_are_claimed_on_held_runs_and_alone_in_recovery(store: &Store) {

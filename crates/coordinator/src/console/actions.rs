@@ -7,8 +7,9 @@
 //! form asks for a reason, which the journal records with the command (an
 //! `operator` entry `reason given: …`, beside the machine's own, with the
 //! operator's subject). A bulk action previews each run of the selection
-//! (at most [`BULK_MAX`], oldest in attention first), acts only on the runs
-//! it previewed, and reports a result per run. Every POST checks the
+//! (at most [`BULK_MAX`], oldest in attention first) and acts only on the
+//! runs it previewed, as a durable batch over them (filter `runs`): the
+//! POST redirects to the batch's page, which reports a result per run. Every POST checks the
 //! session's CSRF token and the `operate` role for the run's workflow, as the
 //! API does.
 
@@ -21,10 +22,11 @@ use coordinator_store::{AttentionReason, ListFilter};
 use serde::Deserialize;
 
 use super::run::visible;
-use super::runs::{encode, internal};
+use super::runs::internal;
 use super::{Chrome, Page, Viewer, page, problem};
 use crate::api::ApiState;
 use crate::engine::Engine;
+use crate::engine::batches::{BatchAction, BatchRequest};
 use crate::engine::error::EngineError;
 use crate::engine::recovery::inspection::RecoveryAction;
 use crate::engine::recovery::preview::{self, Preview};
@@ -220,7 +222,7 @@ pub(super) struct BulkQuery {
     step: String,
 }
 
-/// One run of a bulk action: what the preview said, or what happened.
+/// One run of a bulk preview: what the machine says the action would do.
 #[derive(Debug, Clone)]
 pub(crate) struct BulkRow {
     pub(crate) run: String,
@@ -241,7 +243,6 @@ struct BulkPage {
     runs: String,
     applicable: usize,
     more: bool,
-    done: bool,
     /// Every run of the group (a batch takes them all), counted up to the most a batch holds.
     matched: u64,
     /// The group's attention reason, for the batch form.
@@ -315,7 +316,6 @@ pub(super) async fn bulk_preview(
         runs: runs.join(","),
         rows,
         more: next.is_some(),
-        done: false,
         matched,
         attention: attention.as_str().to_owned(),
     };
@@ -331,14 +331,14 @@ pub(super) struct BulkForm {
     #[serde(default)]
     workflow: String,
     #[serde(default)]
-    step: String,
-    #[serde(default)]
     runs: String,
     #[serde(default)]
     reason: String,
 }
 
-/// `POST /console/bulk`: the action on each previewed run, a result per run.
+/// `POST /console/bulk`: a durable batch over the previewed runs (filter
+/// `runs`), then its page (`303`), which says what happened to each run and
+/// where it stands: a reload never acts again.
 pub(super) async fn bulk_perform(
     viewer: Viewer,
     State(state): State<ApiState>,
@@ -348,62 +348,43 @@ pub(super) async fn bulk_perform(
         return refused;
     }
     let engine = &state.engine;
-    let Some(action) = action_of(&form.action) else {
-        return problem(StatusCode::BAD_REQUEST, "action is cancel, retry-same or reconcile");
+    let Some(action) = BatchAction::parse(&form.action) else {
+        return problem(StatusCode::BAD_REQUEST, "The action is `cancel`, `retry-same` or `reconcile`.");
     };
-    let runs: Vec<&str> = form.runs.split(',').map(str::trim).filter(|r| !r.is_empty()).collect();
-    if runs.len() > usize::try_from(BULK_MAX).unwrap_or(usize::MAX) {
-        return problem(StatusCode::BAD_REQUEST, format!("a bulk action takes at most {BULK_MAX} runs"));
-    }
-    let (label, means) = words(action);
-    let Some(reason) = reason_of(&form.reason) else {
-        let back = format!(
-            "/console/bulk?action={}&workflow={}&reason=unknown-effect&step={}",
-            encode(&form.action),
-            encode(&form.workflow),
-            encode(&form.step)
+    let workflow = form.workflow.trim().to_owned();
+    if workflow.is_empty() {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "A bulk action needs its group's workflow: open a group in the attention inbox and choose an action there.",
         );
-        return problem(StatusCode::BAD_REQUEST, format!("Say why: the journal records the reason. Go back: {back}"));
-    };
-    let event = preview::command(action, form.step.trim());
-    let mut rows = Vec::new();
-    for run in runs {
-        let row = match visible(engine, &viewer, run, Role::Operate).await {
-            Ok(_) => {
-                match engine.handle_as_because(run, &event, engine.now(), viewer.principal.subject(), &reason).await {
-                    Ok(()) => BulkRow { run: run.to_owned(), outcome: "done".to_owned(), ok: true },
-                    Err(EngineError::Ignored(why)) => {
-                        BulkRow { run: run.to_owned(), outcome: format!("nothing to do: {why}"), ok: false }
-                    }
-                    Err(EngineError::Refused { code }) => {
-                        BulkRow { run: run.to_owned(), outcome: format!("refused ({code})"), ok: false }
-                    }
-                    Err(e) => {
-                        tracing::warn!(run_id = run, error = %e, "a bulk action on a run failed");
-                        BulkRow { run: run.to_owned(), outcome: "failed; the log says why".to_owned(), ok: false }
-                    }
-                }
-            }
-            Err(_) => BulkRow { run: run.to_owned(), outcome: "not available to you".to_owned(), ok: false },
-        };
-        rows.push(row);
     }
-    let chrome = Chrome::of(engine, &viewer, "attention").await;
-    let applicable = rows.iter().filter(|r| r.ok).count();
-    let view = BulkPage {
-        chrome,
-        action: form.action.clone(),
-        label,
-        means,
-        workflow: form.workflow.clone(),
-        step: form.step.clone(),
-        rows,
-        runs: String::new(),
-        applicable,
-        more: false,
-        done: true,
-        matched: 0,
-        attention: String::new(),
+    if !viewer.principal.holds(Role::Operate, &workflow) {
+        return super::forbidden(Role::Operate, Some(&workflow));
+    }
+    let mut runs: Vec<String> = Vec::new();
+    for run in form.runs.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+        let Ok(id) = uuid::Uuid::try_parse(run) else {
+            return problem(StatusCode::BAD_REQUEST, "The selection holds something that is not a run id.");
+        };
+        let id = id.hyphenated().to_string();
+        if !runs.contains(&id) {
+            runs.push(id);
+        }
+    }
+    if runs.is_empty() || runs.len() > usize::try_from(BULK_MAX).unwrap_or(usize::MAX) {
+        return problem(StatusCode::BAD_REQUEST, format!("A bulk action takes 1 to {BULK_MAX} runs of its preview."));
+    }
+    let Some(reason) = reason_of(&form.reason) else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "Say why: the journal records the reason with each run. Go back and write one.",
+        );
     };
-    page(&view, StatusCode::OK)
+    let filter_json = serde_json::json!({"workflow": workflow, "runs": runs}).to_string();
+    let filter = ListFilter { workflow: Some(workflow), run_ids: Some(runs), ..ListFilter::default() };
+    let request = BatchRequest { action, filter, filter_json, reason };
+    match engine.start_batch(&request, viewer.principal.subject()).await {
+        Ok((id, _)) => Redirect::to(&format!("/console/batches/{id}")).into_response(),
+        Err(e) => internal(e),
+    }
 }

@@ -75,6 +75,8 @@ struct DeploymentPage {
     /// Every stored revision of the workflows the viewer may see, with what it holds.
     revisions: Vec<RevisionView>,
     held_runs: u64,
+    /// Why the hold was placed (the operator's reason or the fence's evidence).
+    hold_reason: Option<String>,
     may_hold: bool,
     head_position: i64,
     head_hash: String,
@@ -139,9 +141,9 @@ async fn render_with(
         let hold = engine.restore_hold().await?;
         let head = engine.store().audit(None, 0, 1).await?.head;
         let connections = super::connections::rows(engine, viewer).await?;
-        Ok::<_, EngineError>((active, revisions, hold.held_runs, head, connections))
+        Ok::<_, EngineError>((active, revisions, hold, head, connections))
     };
-    let (active, revisions, held_runs, head, connections) = match built.await {
+    let (active, revisions, hold, head, connections) = match built.await {
         Ok(parts) => parts,
         Err(e) => return internal(e),
     };
@@ -150,7 +152,8 @@ async fn render_with(
         chrome,
         active,
         revisions,
-        held_runs,
+        held_runs: hold.held_runs,
+        hold_reason: hold.reason,
         may_hold: viewer.principal.holds_everywhere(Role::Operate),
         head_position: head.position,
         head_hash: head.hash,
@@ -169,16 +172,70 @@ pub(super) async fn page_of(viewer: Viewer, State(state): State<ApiState>) -> Re
     render(&state.engine, &viewer, None, None).await
 }
 
+/// `?change=` of the hold's confirmation.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct HoldQuery {
+    #[serde(default)]
+    change: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/hold_confirm.html")]
+struct HoldConfirmPage {
+    chrome: Chrome,
+    /// `place` or `release`.
+    change: String,
+    held_runs: u64,
+    problem: Option<String>,
+}
+
+impl Page for HoldConfirmPage {}
+
+/// The hold's confirmation for `change`, with what went wrong when a POST was refused.
+async fn hold_confirmation(
+    engine: &Engine,
+    viewer: &Viewer,
+    change: &str,
+    problem: Option<String>,
+    status: StatusCode,
+) -> Response {
+    if !viewer.principal.holds_everywhere(Role::Operate) {
+        return forbidden(Role::Operate, Some("*"));
+    }
+    if change != "place" && change != "release" {
+        return super::problem(StatusCode::BAD_REQUEST, "The change is `place` or `release`.");
+    }
+    let held_runs = match engine.restore_hold().await {
+        Ok(hold) => hold.held_runs,
+        Err(e) => return internal(e),
+    };
+    let chrome = Chrome::of(engine, viewer, "deployment").await;
+    page(&HoldConfirmPage { chrome, change: change.to_owned(), held_runs, problem }, status)
+}
+
+/// `GET /console/restore-hold?change=place|release`: the confirmation, asking why.
+pub(super) async fn hold_confirm(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    axum::extract::Query(query): axum::extract::Query<HoldQuery>,
+) -> Response {
+    hold_confirmation(&state.engine, &viewer, &query.change, None, StatusCode::OK).await
+}
+
 /// The hold form.
 #[derive(Deserialize)]
 pub(super) struct HoldForm {
     #[serde(default)]
     csrf: String,
     /// `place` or `release`.
+    #[serde(default)]
     change: String,
+    /// Why, journaled with the change.
+    #[serde(default)]
+    reason: String,
 }
 
-/// `POST /console/restore-hold`: place or release it, then the deployment page.
+/// `POST /console/restore-hold`: place or release it with a reason, then the deployment page.
 pub(super) async fn hold(viewer: Viewer, State(state): State<ApiState>, Form(form): Form<HoldForm>) -> Response {
     if let Err(refused) = viewer.check(&form.csrf) {
         return refused;
@@ -187,11 +244,15 @@ pub(super) async fn hold(viewer: Viewer, State(state): State<ApiState>, Form(for
         return forbidden(Role::Operate, Some("*"));
     }
     let engine = &state.engine;
+    let Some(reason) = super::actions::reason_of(&form.reason) else {
+        let problem = "Say why: the journal records the reason with the change.".to_owned();
+        return hold_confirmation(engine, &viewer, &form.change, Some(problem), StatusCode::BAD_REQUEST).await;
+    };
     let subject = viewer.principal.subject();
     let changed = match form.change.as_str() {
-        "place" => engine.place_restore_hold(subject).await,
-        "release" => engine.release_restore_hold(subject).await,
-        _ => return super::problem(StatusCode::BAD_REQUEST, "change is `place` or `release`"),
+        "place" => engine.place_restore_hold(subject, Some(&reason)).await,
+        "release" => engine.release_restore_hold(subject, Some(&reason)).await,
+        _ => return super::problem(StatusCode::BAD_REQUEST, "The change is `place` or `release`."),
     };
     match changed {
         Ok(_) => Redirect::to("/console/deployment").into_response(),
@@ -206,7 +267,8 @@ pub(super) struct VerifyForm {
     csrf: String,
 }
 
-/// `POST /console/audit/verify`: the whole chain recomputed now.
+/// `POST /console/audit/verify`: seals what is pending, then (`303`) the
+/// verification's page, so a reload recomputes rather than posts again.
 pub(super) async fn verify(viewer: Viewer, State(state): State<ApiState>, Form(form): Form<VerifyForm>) -> Response {
     if let Err(refused) = viewer.check(&form.csrf) {
         return refused;
@@ -214,9 +276,20 @@ pub(super) async fn verify(viewer: Viewer, State(state): State<ApiState>, Form(f
     if !viewer.principal.holds_everywhere(Role::Operate) {
         return forbidden(Role::Operate, Some("*"));
     }
+    match crate::process::audit_chain::seal_pending(&state.engine).await {
+        Ok(_) => Redirect::to("/console/audit/verification").into_response(),
+        Err(e) => internal(e.into()),
+    }
+}
+
+/// `GET /console/audit/verification`: the whole chain recomputed now from
+/// the sealed entries (it reads only), shown on the deployment page.
+pub(super) async fn verification(viewer: Viewer, State(state): State<ApiState>) -> Response {
+    if !viewer.principal.holds_everywhere(Role::Operate) {
+        return forbidden(Role::Operate, Some("*"));
+    }
     let engine = &state.engine;
     let checked = async {
-        crate::process::audit_chain::seal_pending(engine).await?;
         let first = engine.store().audit(None, 0, 1).await?;
         let head = first.head;
         // After a retention cut the chain starts after its checkpoint.

@@ -56,8 +56,12 @@ fn the_journal_is_chained_attributed_and_free_of_payloads() {
         let cancelled = admit(&url, &dev.revision, "audit-2").await;
         let (status, answer) = post(&format!("{url}/v1/runs/{cancelled}/cancel"), &json!({})).await;
         assert_eq!(status, 202, "{answer}");
-        let (status, answer) = post(&format!("{url}/v1/restore-hold"), &json!({})).await;
-        assert_eq!(status, 200, "{answer}");
+        for unusable in [json!({"reason": "  "}), json!({"why": "x"}), json!("restored")] {
+            let (status, answer) = post(&format!("{url}/v1/restore-hold"), &unusable).await;
+            assert_eq!((status, answer["code"].as_str()), (400, Some("request.invalid")), "{unusable}: {answer}");
+        }
+        let (status, answer) = post(&format!("{url}/v1/restore-hold"), &json!({"reason": "restored at 02:00"})).await;
+        assert_eq!((status, answer["reason"].as_str()), (200, Some("restored at 02:00")), "{answer}");
         let client = authorized_client(Duration::from_secs(30));
         let released = client.delete(format!("{url}/v1/restore-hold")).send().await;
         assert_eq!(released.map(|r| r.status().as_u16()).ok(), Some(200));
@@ -125,7 +129,7 @@ fn recovery_only_seals_nothing_by_itself_but_a_read_seals_first() {
         let url = sqlite_url(data.path());
         let store = Store::connect(&url).await.unwrap_or_else(|e| panic!("connect: {e}"));
         store.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
-        store.place_hold(1_791_968_400_000, "ops").await.unwrap_or_else(|e| panic!("hold: {e}"));
+        store.place_hold(1_791_968_400_000, "ops", None).await.unwrap_or_else(|e| panic!("hold: {e}"));
         let keyring = Keyring::new("k1", [("k1".to_owned(), vec![7; 32])]).unwrap_or_else(|e| panic!("{e}"));
         let engine = Engine::new(store.clone(), keyring, HashMap::new(), Settings::default()).with_recovery_only(true);
         let engine = Arc::new(engine);

@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::support::deploy::{DeploymentSpec, EAGER, deployment, free_ports};
 use crate::support::process::serve_each;
 use crate::support::stack::{Stack, StackOptions};
-use crate::support::{GUARD, TOKEN, on_runtime, pg, sample_input, tempdir, until_state};
+use crate::support::{GUARD, TOKEN, get, on_runtime, pg, sample_input, tempdir, until_state};
+use serde_json::Value;
 
 /// The token of a subject that may only read (its own runs) — written by the test.
 const READER_TOKEN: &str = "reader-token-for-the-console";
@@ -264,13 +265,46 @@ fn three_uncertain_notices_are_reconciled_in_bulk_with_a_result_each() {
                 ],
             )
             .await;
-        assert_eq!(done.status().as_u16(), 200);
-        let result = done.text().await.unwrap_or_default();
-        assert!(result.contains("Done: 3 of 3 runs"), "{result}");
+        // Redirected to a batch over exactly the previewed runs: a reload acts on nothing again.
+        let page = batch_ended(&me, &done).await;
+        assert!(page.contains("every one of its 3 runs"), "{page}");
         for run in &runs {
             until_state(&stack.url, run, "finished").await;
         }
+        let (_, page) = me.page(&location_of(&done)).await;
+        for run in &runs {
+            let row = format!("<tr data-run=\"{run}\" data-outcome=\"done\">");
+            assert!(page.contains(&row), "{run} is not listed done: {page}");
+        }
+        assert!(page.contains("finished: notice-sent"), "where each run stands, in words: {page}");
+        let (_, journal) = get(&format!("{}/v1/audit?run={}&limit=1000", stack.url, runs[0])).await;
+        let entries = journal["entries"].as_array().cloned().unwrap_or_default();
+        let said =
+            |e: &&Value| e["detail"].as_str().is_some_and(|d| d.contains("bulk reconcile after a messaging outage"));
+        assert_eq!(entries.iter().filter(said).count(), 1, "{journal}");
     });
+}
+
+/// Where a console POST redirected to (`303`).
+fn location_of(response: &reqwest::Response) -> String {
+    assert_eq!(response.status().as_u16(), 303, "a POST redirects");
+    response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+}
+
+/// The page of the batch `started` redirected to, once the batch ended.
+async fn batch_ended(me: &Session, started: &reqwest::Response) -> String {
+    let location = location_of(started);
+    assert!(location.starts_with("/console/batches/"), "{location}");
+    let watch = std::time::Instant::now();
+    loop {
+        let (status, page) = me.page(&location).await;
+        assert_eq!(status, 200);
+        if page.contains("<dd id=\"batch-state\">done</dd>") {
+            return page;
+        }
+        assert!(watch.elapsed() < GUARD, "the batch did not end: {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[test]
@@ -281,16 +315,39 @@ fn the_restore_hold_banner_comes_and_goes_and_the_live_stream_answers() {
         let (_, deployment) = me.page("/console/deployment").await;
         assert!(deployment.contains("reviewed-notice") && deployment.contains("No restore hold is placed"));
         let token = csrf(&deployment);
-        let placed = me.post_form("/console/restore-hold", &[("csrf", &token), ("change", "place")]).await;
-        assert_eq!(placed.status().as_u16(), 303);
+        // Placing is confirmed with a reason; without one nothing is placed.
+        let (status, confirm) = me.page("/console/restore-hold?change=place").await;
+        assert_eq!(status, 200);
+        assert!(
+            confirm.contains("name=\"reason\"") && confirm.contains("Place the restore hold</button>"),
+            "{confirm}"
+        );
+        let unsaid = me.post_form("/console/restore-hold", &[("csrf", &token), ("change", "place")]).await;
+        assert_eq!(unsaid.status().as_u16(), 400);
+        assert!(unsaid.text().await.unwrap_or_default().contains("Say why"));
+        let (_, hold) = get(&format!("{}/v1/restore-hold", stack.url)).await;
+        assert_eq!(hold["placed"], false, "nothing placed without a reason: {hold}");
+        let reason = [("csrf", token.as_str()), ("change", "place"), ("reason", "restored from the 02:00 backup")];
+        let placed = me.post_form("/console/restore-hold", &reason).await;
+        assert_eq!(location_of(&placed), "/console/deployment");
+        let (_, hold) = get(&format!("{}/v1/restore-hold", stack.url)).await;
+        assert_eq!(hold["reason"], "restored from the 02:00 backup", "{hold}");
         let (_, runs) = me.page("/console/runs").await;
         assert!(runs.contains("id=\"hold-banner\""), "the banner is on every page while the hold is placed");
-        let released = me.post_form("/console/restore-hold", &[("csrf", &token), ("change", "release")]).await;
-        assert_eq!(released.status().as_u16(), 303);
+        let reason = [("csrf", token.as_str()), ("change", "release"), ("reason", "every effect looked at")];
+        let released = me.post_form("/console/restore-hold", &reason).await;
+        assert_eq!(location_of(&released), "/console/deployment");
         let (_, runs) = me.page("/console/runs").await;
         assert!(!runs.contains("id=\"hold-banner\""));
+        let (_, journal) = get(&format!("{}/v1/audit?limit=1000", stack.url)).await;
+        let details: Vec<&str> =
+            journal["entries"].as_array().into_iter().flatten().filter_map(|e| e["detail"].as_str()).collect();
+        assert!(details.contains(&"restore hold released for the deployment; reason given: every effect looked at"));
+        // Verifying redirects to a page that recomputes: a reload posts nothing.
         let verified = me.post_form("/console/audit/verify", &[("csrf", &token)]).await;
-        let text = verified.text().await.unwrap_or_default();
+        assert_eq!(location_of(&verified), "/console/audit/verification");
+        let (status, text) = me.page("/console/audit/verification").await;
+        assert_eq!(status, 200);
         assert!(text.contains("the chain is intact"), "{text}");
 
         let live = me.get("/console/live").await;
@@ -422,7 +479,7 @@ fn console_errors_are_pages_in_words_with_navigation() {
     });
 }
 
-/// A bulk action over one run speaks of one run ("Reconcile 1 run", "Done: 1 of 1 run").
+/// A bulk action over one run speaks of one run ("Reconcile 1 run", "its 1 run was").
 #[test]
 fn a_bulk_action_over_one_run_says_run() {
     on_runtime(async {
@@ -447,8 +504,8 @@ fn a_bulk_action_over_one_run_says_run() {
             ("reason", "one notice lost in the outage"),
         ];
         let done = me.post_form("/console/bulk", &form).await;
-        let result = done.text().await.unwrap_or_default();
-        assert!(result.contains("Done: 1 of 1 run.") && !result.contains("1 runs"), "{result}");
+        let result = batch_ended(&me, &done).await;
+        assert!(result.contains("every one of its 1 run was") && !result.contains("1 runs"), "{result}");
     });
 }
 

@@ -251,15 +251,16 @@ fn the_restore_hold_is_shown_placed_and_released() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).starts_with("restore hold: not placed"), "{}", stdout(&out));
 
-    let out = stack.ctl(&["restore-hold", "place"]);
+    let out = stack.ctl(&["restore-hold", "place", "--reason", "restored from the 02:00 backup"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).starts_with("restore hold: placed at "), "{}", stdout(&out));
+    assert!(stdout(&out).contains("  reason: restored from the 02:00 backup\n"), "{}", stdout(&out));
     let out = stack.ctl(&["restore-hold", "show", "--format", "json"]);
     let hold = json(&out);
     assert_eq!((hold["ok"].clone(), hold["command"].clone()), (json!(true), json!("restore-hold")));
     assert_eq!((hold["placed"].clone(), hold["placedBy"].clone()), (json!(true), json!("dev-operator")));
 
-    let out = stack.ctl(&["restore-hold", "release"]);
+    let out = stack.ctl(&["restore-hold", "release", "--reason", "every effect looked at"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).starts_with("restore hold: not placed"), "{}", stdout(&out));
     let out = stack.ctl(&["restore-hold", "lift"]);

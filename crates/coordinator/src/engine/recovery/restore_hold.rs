@@ -35,7 +35,7 @@ pub struct HoldStatus {
     pub placed_at: Option<i64>,
     /// Who placed it.
     pub placed_by: Option<String>,
-    /// The fence's evidence, when the fence placed it.
+    /// Why: the operator's reason, or the fence's evidence when the fence placed it.
     pub reason: Option<String>,
     /// How many runs are held now.
     pub held_runs: u64,
@@ -63,12 +63,12 @@ impl Engine {
         })
     }
 
-    /// Places the restore hold (as `by`) on the deployment and every unfinished run.
+    /// Places the restore hold (as `by`, for `reason`) on the deployment and every unfinished run.
     ///
     /// # Errors
     /// A store or seal failure; runs held before it stay held.
-    pub async fn place_restore_hold(&self, by: &str) -> Result<HoldStatus, EngineError> {
-        self.store.place_hold(self.now(), by).await?;
+    pub async fn place_restore_hold(&self, by: &str, reason: Option<&str>) -> Result<HoldStatus, EngineError> {
+        self.store.place_hold(self.now(), by, reason).await?;
         tracing::warn!(actor = by, "restore hold placed: nothing is dispatched until it is released");
         self.hold_unfinished_runs(Some(by)).await?;
         self.restore_hold().await
@@ -90,11 +90,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Releases every held run (as `by`), then the deployment's hold.
+    /// Releases every held run (as `by`), then the deployment's hold (journaled with `reason`).
     ///
     /// # Errors
     /// A store or seal failure; the flag stays placed until every run is released.
-    pub async fn release_restore_hold(&self, by: &str) -> Result<HoldStatus, EngineError> {
+    pub async fn release_restore_hold(&self, by: &str, reason: Option<&str>) -> Result<HoldStatus, EngineError> {
         let mut todo = Vec::new();
         self.each_run(|row| {
             if row.held {
@@ -106,7 +106,7 @@ impl Engine {
         for id in todo {
             self.apply_hold_event(&id, &Event::RestoreHoldReleased, Some(by)).await?;
         }
-        self.store.release_hold(self.now(), by).await?;
+        self.store.release_hold(self.now(), by, reason).await?;
         // The operator reviewed the database as it is: the fence takes it from here on (every process).
         self.store.accept_database(self.now()).await?;
         tracing::info!(actor = by, "restore hold released");
