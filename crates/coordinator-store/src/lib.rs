@@ -89,7 +89,7 @@ mod waits;
 mod wakeups;
 
 pub use active_revisions::{ActiveRevision, RevisionHolding};
-pub use audit::AuditPage;
+pub use audit::{AuditPage, RunJournal};
 pub use batches::{BatchRun, BatchView, MOST_BATCH_RUNS, NewBatch, Started};
 pub use commit_leases::Batched;
 pub use connections::allowance::{ALLOWANCE_MS, MOST_PERMITS};

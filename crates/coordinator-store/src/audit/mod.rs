@@ -55,8 +55,10 @@ use std::borrow::Cow;
 
 mod read;
 pub(crate) mod rows;
+mod run_journal;
 
 pub use read::AuditPage;
+pub use run_journal::RunJournal;
 
 use coordinator_core::audit::{Content, Entry, Head};
 

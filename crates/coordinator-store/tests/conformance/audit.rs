@@ -285,6 +285,23 @@ pub(crate) async fn a_decisions_entries_share_rows_of_at_most_64(db: &TestDb) {
         let run = ok(db.audit(Some(&id), after, limit).await, "the run's page");
         assert_eq!(run.entries, expected, "the run's, after {after}, {limit}");
     }
+    // Newest first, a page at a time, across rows, with the count.
+    for limit in [1, 7, 64, 65, 500] {
+        let (mut read, mut before) = (Vec::new(), None);
+        loop {
+            let page = ok(db.run_journal(&id, before, limit).await, "newest first");
+            assert_eq!(page.total, u64::try_from(entries.len()).unwrap_or(0));
+            assert!(page.entries.len() <= limit as usize);
+            assert_eq!(page.newer, read.len() as u64, "the entries before this page, newest first");
+            read.extend(page.entries.iter().map(|e| (e.position, e.detail.clone())));
+            match page.older {
+                Some(older) => before = Some(older),
+                None => break,
+            }
+        }
+        let newest_first: Vec<_> = entries.iter().rev().map(|e| (e.position, e.detail.clone())).collect();
+        assert_eq!(read, newest_first, "pages of {limit}");
+    }
 }
 
 /// The window the design accepts: an entry edited while pending is sealed as

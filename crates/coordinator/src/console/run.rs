@@ -65,6 +65,34 @@ pub(crate) struct EntryRow {
     pub(crate) detail: String,
 }
 
+/// The page of the run's journal shown: newest first, a page at a time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JournalView {
+    /// The entries, newest first.
+    pub(crate) entries: Vec<EntryRow>,
+    /// Every entry the run has in the journal.
+    pub(crate) total: u64,
+    /// How many newer entries precede this page (0 on the first).
+    pub(crate) skipped: u64,
+    /// The link to the older entries, when there are some.
+    pub(crate) older: Option<String>,
+}
+
+impl JournalView {
+    /// The position (1-based, newest first) of the page's first entry.
+    pub(crate) fn first(&self) -> u64 {
+        self.skipped + 1
+    }
+
+    /// The position (newest first) of the page's last entry.
+    pub(crate) fn last(&self) -> u64 {
+        self.skipped + self.entries.len() as u64
+    }
+}
+
+/// Journal entries per page.
+const JOURNAL_PAGE: u32 = 100;
+
 /// The live part of the page.
 #[derive(Debug, Clone)]
 pub(crate) struct RunBody {
@@ -76,7 +104,7 @@ pub(crate) struct RunBody {
     pub(crate) waiting: Option<String>,
     pub(crate) steps: Vec<StepRow>,
     pub(crate) run_actions: Vec<ActionView>,
-    pub(crate) journal: Vec<EntryRow>,
+    pub(crate) journal: JournalView,
     pub(crate) output: Option<String>,
     /// Changes with every state change, so the graph image is fetched again.
     pub(crate) graph_version: String,
@@ -109,11 +137,16 @@ struct RunFragment {
 impl Page for RunPage {}
 impl Page for RunFragment {}
 
-/// `?fragment=1` asks for the live part only.
+/// `?fragment=1` asks for the live part only; `?before=POSITION` the
+/// journal's entries older than that position.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RunQuery {
     #[serde(default)]
     fragment: String,
+    #[serde(default)]
+    before: String,
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, String>,
 }
 
 /// The run `id` when the viewer may see it (`read` on an own run, or `operate`):
@@ -139,11 +172,22 @@ pub(super) async fn page_of(
     Query(query): Query<RunQuery>,
 ) -> Response {
     let engine = &state.engine;
+    if let Some(name) = query.unknown.keys().next() {
+        let name = name.escape_default();
+        return problem(StatusCode::BAD_REQUEST, format!("`{name}` is not a parameter of a run's page: `before` is."));
+    }
+    let before = match query.before.trim() {
+        "" => None,
+        text => match text.parse::<i64>() {
+            Ok(position) if position > 0 => Some(position),
+            _ => return problem(StatusCode::BAD_REQUEST, "`before` is a journal position: a whole number above 0."),
+        },
+    };
     let row = match visible(engine, &viewer, &id, Role::Read).await {
         Ok(row) => row,
         Err(response) => return response,
     };
-    let body = match body(engine, &viewer, row).await {
+    let body = match body(engine, &viewer, row, before).await {
         Ok(body) => body,
         Err(e) => return internal(e),
     };
@@ -151,7 +195,11 @@ pub(super) async fn page_of(
         return page(&RunFragment { body }, StatusCode::OK);
     }
     let chrome = Chrome::of(engine, &viewer, "runs").await;
-    page(&run_page(chrome, body), StatusCode::OK)
+    let mut view = run_page(chrome, body);
+    if let Some(before) = before {
+        view.live = format!("{}?before={before}", view.live);
+    }
+    page(&view, StatusCode::OK)
 }
 
 /// The whole page of a run.
@@ -164,10 +212,10 @@ fn run_page(chrome: Chrome, body: RunBody) -> RunPage {
     RunPage { chrome, body, legend, live }
 }
 
-async fn body(engine: &Engine, viewer: &Viewer, row: RunRow) -> Result<RunBody, EngineError> {
+async fn body(engine: &Engine, viewer: &Viewer, row: RunRow, before: Option<i64>) -> Result<RunBody, EngineError> {
     let (run, wf) = engine.opened(&row).await?;
     let operates = viewer.principal.holds(Role::Operate, &row.workflow);
-    let journal = journal(engine, &row.id).await?;
+    let journal = journal(engine, &row.id, before).await?;
     let now = Instant(engine.now());
     let mut body = render_body(&wf, &run, &row, now, engine.settings(), operates, journal);
     // The caller's own identifier and the workflow's search keys, after the revision.
@@ -200,7 +248,7 @@ pub(crate) fn render_body(
     now: Instant,
     settings: &Settings,
     operates: bool,
-    journal: Vec<EntryRow>,
+    journal: JournalView,
 ) -> RunBody {
     let inspection = inspection::inspect(wf, run, now, settings);
     let steps = inspection.steps.iter().map(|s| step_row(wf, run, now, settings, s, operates, &row.id)).collect();
@@ -370,11 +418,13 @@ fn action_view(run_id: &str, action: RecoveryAction, step: Option<&str>, dry: &P
     ActionView { label, href, refused }
 }
 
-/// The run's sealed journal entries, oldest first (pending ones are sealed first, as `GET /v1/audit` does).
-async fn journal(engine: &Engine, run_id: &str) -> Result<Vec<EntryRow>, EngineError> {
+/// A page of the run's sealed journal, newest first, before position
+/// `before` when given (pending entries are sealed first, as `GET /v1/audit` does).
+async fn journal(engine: &Engine, run_id: &str, before: Option<i64>) -> Result<JournalView, EngineError> {
     crate::process::audit_chain::seal_pending(engine).await?;
-    let page = engine.store().audit(Some(run_id), 0, 500).await?;
-    Ok(page
+    let store = engine.store();
+    let page = store.run_journal(run_id, before, JOURNAL_PAGE).await?;
+    let entries = page
         .entries
         .into_iter()
         .map(|e| EntryRow {
@@ -385,7 +435,9 @@ async fn journal(engine: &Engine, run_id: &str) -> Result<Vec<EntryRow>, EngineE
             actor: e.actor.unwrap_or_else(|| "coordinator".to_owned()),
             detail: e.detail,
         })
-        .collect())
+        .collect();
+    let older = page.older.map(|position| format!("/console/runs/{run_id}?before={position}#journal"));
+    Ok(JournalView { entries, total: page.total, skipped: page.newer, older })
 }
 
 /// `GET /console/runs/{id}/graph.svg`: the step graph with the run marked.

@@ -15,7 +15,7 @@ use coordinator_core::machine::{Settings, advance};
 use coordinator_functions::Limits;
 use coordinator_store::RunRow;
 
-use super::{EntryRow, render_body, run_page};
+use super::{EntryRow, JournalView, render_body, run_page};
 use crate::console::Chrome;
 use crate::process::project_dir::ProjectDir;
 
@@ -62,7 +62,7 @@ fn rendered(name: &str) -> String {
         attention_step: None,
         attention_since: None,
     };
-    let journal = vec![EntryRow {
+    let entries = vec![EntryRow {
         position: 1,
         at: ADMITTED.to_rfc3339(),
         kind: "admission".to_owned(),
@@ -70,6 +70,7 @@ fn rendered(name: &str) -> String {
         actor: "operator".to_owned(),
         detail: format!("admitted on revision {}", wf.revision),
     }];
+    let journal = JournalView { entries, total: 1, skipped: 0, older: None };
     let body = render_body(&wf, &run, &row, ADMITTED, &settings, true, journal);
     let chrome = Chrome { subject: "operator".to_owned(), csrf: "csrf-token".to_owned(), section: "runs", hold: None };
     match run_page(chrome, body).render() {

@@ -285,6 +285,46 @@ fn three_uncertain_notices_are_reconciled_in_bulk_with_a_result_each() {
     });
 }
 
+/// The run page's journal is newest first, counted, and paged: a page
+/// before a position says which entries it shows and links the newest.
+#[test]
+fn the_journal_is_newest_first_counted_and_paged() {
+    on_runtime(async {
+        let stack = stack().await;
+        let run = stack.admit("console-journal").await;
+        until_state(&stack.url, &run, "finished").await;
+        let (_, journal) = get(&format!("{}/v1/audit?run={run}&limit=1000", stack.url)).await;
+        let positions: Vec<i64> =
+            journal["entries"].as_array().into_iter().flatten().filter_map(|e| e["position"].as_i64()).collect();
+        let total = positions.len();
+        assert!(total > 4, "{journal}");
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let rows = |page: &str| -> Vec<i64> {
+            let table = page.split("<table id=\"journal\">").nth(1).unwrap_or_default();
+            let table = table.split("</table>").next().unwrap_or_default();
+            table.split("<tr><td>").skip(1).filter_map(|row| row.split('<').next()?.parse().ok()).collect()
+        };
+        let (_, page) = me.page(&format!("/console/runs/{run}")).await;
+        assert!(page.contains(&format!("{total} entries, newest first.")), "{page}");
+        let newest_first: Vec<i64> = positions.iter().rev().copied().collect();
+        assert_eq!(rows(&page), newest_first);
+        // Before the third newest: the two newest are skipped and said so.
+        let before = newest_first[2];
+        let (status, page) = me.page(&format!("/console/runs/{run}?before={before}")).await;
+        assert_eq!(status, 200);
+        assert_eq!(rows(&page), newest_first[3..].to_vec());
+        assert!(page.contains(&format!("{total} entries, newest first; showing 4 to {total}.")), "{page}");
+        assert!(page.contains("id=\"journal-newest\""), "{page}");
+        assert!(
+            page.contains(&format!("data-live=\"/console/runs/{run}?before={before}\"")),
+            "the live region keeps the page"
+        );
+        let (status, bad) = me.page(&format!("/console/runs/{run}?before=soon")).await;
+        assert_eq!(status, 400);
+        assert!(bad.contains("<code>before</code> is a journal position"), "{bad}");
+    });
+}
+
 /// Where a console POST redirected to (`303`).
 fn location_of(response: &reqwest::Response) -> String {
     assert_eq!(response.status().as_u16(), 303, "a POST redirects");
