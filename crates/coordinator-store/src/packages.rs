@@ -13,6 +13,7 @@ const PUT_PACKAGE: &str = "INSERT INTO packages (revision, workflow, digest, byt
      WHERE packages.workflow = excluded.workflow AND packages.digest = excluded.digest";
 const PACKAGE: &str = "SELECT revision, workflow, digest, bytes FROM packages WHERE revision = $1";
 const REVISIONS: &str = "SELECT revision FROM packages ORDER BY revision";
+const WORKFLOWS: &str = "SELECT DISTINCT workflow FROM packages ORDER BY workflow";
 const REPLACE_BYTES: &str = "UPDATE packages SET bytes = $3 WHERE revision = $1 AND bytes = $2";
 
 impl Store {
@@ -48,6 +49,12 @@ impl Store {
     pub async fn package_revisions(&self) -> Result<Vec<String>, StoreError> {
         let mut tx = self.pool.begin_read().await?;
         tx.fetch_all(REVISIONS, Vec::new()).await?.iter().map(|row| row.get(0)).collect()
+    }
+
+    /// Every workflow a stored revision belongs to, sorted.
+    pub async fn workflow_names(&self) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.pool.begin_read().await?;
+        tx.fetch_all(WORKFLOWS, Vec::new()).await?.iter().map(|row| row.get(0)).collect()
     }
 
     /// Replaces the bytes of `revision`'s package with `bytes` (the same

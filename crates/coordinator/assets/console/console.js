@@ -5,9 +5,40 @@
 // the event stream is unavailable it polls every five seconds instead. A
 // region is not swapped while focus or a text selection is inside it, and
 // the scroll of its scroll boxes (the graph) is kept across a swap. Times
-// are shown in UTC, as on every page.
+// are shown in UTC, as on every page. Ids get a "Copy" button.
 (function () {
   "use strict";
+  // A "Copy" button after each `data-copy` element (ids, revisions, keys):
+  // the clipboard when the browser offers it, else the text is selected.
+  function copyButtons(root) {
+    Array.prototype.forEach.call(root.querySelectorAll("[data-copy]"), function (target) {
+      if (target.nextElementSibling && target.nextElementSibling.classList.contains("copy")) { return; }
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy secondary";
+      button.textContent = "Copy";
+      button.setAttribute("aria-label", "Copy " + target.textContent.trim());
+      button.addEventListener("click", function () {
+        var text = target.textContent.trim();
+        var done = function () { button.textContent = "Copied"; };
+        var select = function () {
+          var range = document.createRange();
+          range.selectNodeContents(target);
+          var selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          button.textContent = "Selected: copy with Ctrl+C";
+        };
+        if (navigator.clipboard && navigator.clipboard.writeText) {
+          navigator.clipboard.writeText(text).then(done, select);
+        } else {
+          select();
+        }
+      });
+      target.insertAdjacentElement("afterend", button);
+    });
+  }
+  copyButtons(document);
   var regions = Array.prototype.slice.call(document.querySelectorAll("[data-live]"));
   if (regions.length === 0) { return; }
   var status = document.querySelector(".live-status");
@@ -35,6 +66,7 @@
           var boxes = region.querySelectorAll(".graph");
           var kept = Array.prototype.map.call(boxes, function (box) { return [box.scrollLeft, box.scrollTop]; });
           region.innerHTML = html;
+          copyButtons(region);
           Array.prototype.forEach.call(region.querySelectorAll(".graph"), function (box, i) {
             if (kept[i]) { box.scrollLeft = kept[i][0]; box.scrollTop = kept[i][1]; }
           });

@@ -176,6 +176,46 @@ pub(super) async fn perform(
     }
 }
 
+/// The "observe now" form.
+#[derive(Deserialize)]
+pub(super) struct ObserveForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    step: String,
+}
+
+/// `POST /console/runs/{id}/observe`: the run's current wait looks at the
+/// product now rather than at its next scheduled look (what a completion
+/// notification does; the operator is journaled as its actor), then the
+/// run's page. A wait that ended or is being looked at is left as it is.
+pub(super) async fn observe(
+    viewer: Viewer,
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    Form(form): Form<ObserveForm>,
+) -> Response {
+    if let Err(refused) = viewer.check(&form.csrf) {
+        return refused;
+    }
+    let engine = &state.engine;
+    if let Err(response) = visible(engine, &viewer, &id, Role::Operate).await {
+        return response;
+    }
+    let step = form.step.trim().to_owned();
+    if step.is_empty() {
+        return problem(StatusCode::BAD_REQUEST, "Name the wait: `step`.");
+    }
+    let event = coordinator_core::machine::event::Event::CompletionNotified { step };
+    match engine.handle_as(&id, &event, engine.now(), viewer.principal.subject()).await {
+        Ok(()) | Err(EngineError::Ignored(_)) => Redirect::to(&format!("/console/runs/{id}")).into_response(),
+        Err(EngineError::Refused { code }) => {
+            problem(StatusCode::CONFLICT, format!("The rules refused it just now (`{code}`)."))
+        }
+        Err(e) => internal(e),
+    }
+}
+
 /// The confirmation again, with what went wrong.
 #[allow(clippy::too_many_arguments, reason = "the parts of one confirmation page")]
 async fn again(

@@ -52,6 +52,7 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/console/runs/{id}", get(run::page_of))
         .route("/console/runs/{id}/graph.svg", get(run::graph))
         .route("/console/runs/{id}/actions/{action}", get(actions::confirm).post(actions::perform))
+        .route("/console/runs/{id}/observe", post(actions::observe))
         .route("/console/bulk", get(actions::bulk_preview).post(actions::bulk_perform))
         .route("/console/batches", post(batches::start))
         .route("/console/batches/{id}", get(batches::page_of))

@@ -52,6 +52,8 @@ pub(crate) struct StepRow {
     /// Why the run waits here (a current wait).
     pub(crate) why: Option<String>,
     pub(crate) actions: Vec<ActionView>,
+    /// Whether an operator may bring the wait's next look forward now.
+    pub(crate) observe: bool,
 }
 
 /// One journal entry.
@@ -106,6 +108,8 @@ pub(crate) struct RunBody {
     pub(crate) run_actions: Vec<ActionView>,
     pub(crate) journal: JournalView,
     pub(crate) output: Option<String>,
+    /// The session's CSRF token, for the forms in the live part.
+    pub(crate) csrf: String,
     /// Changes with every state change, so the graph image is fetched again.
     pub(crate) graph_version: String,
     pub(crate) graph_alt: String,
@@ -218,6 +222,7 @@ async fn body(engine: &Engine, viewer: &Viewer, row: RunRow, before: Option<i64>
     let journal = journal(engine, &row.id, before).await?;
     let now = Instant(engine.now());
     let mut body = render_body(&wf, &run, &row, now, engine.settings(), operates, journal);
+    body.csrf = viewer.csrf.clone();
     // The caller's own identifier and the workflow's search keys, after the revision.
     let mut keys: Vec<(&'static str, String)> =
         row.idempotency_key.iter().map(|key| ("Idempotency key", key.clone())).collect();
@@ -272,6 +277,7 @@ pub(crate) fn render_body(
         run_actions,
         journal,
         output,
+        csrf: String::new(),
         graph_version: format!("{}", row.version),
         graph_alt: format!(
             "The steps of workflow {}, the run's path and its current step marked; the table of steps says the same.",
@@ -352,7 +358,15 @@ fn step_row(
         }
     }
     let mut why = None;
+    let mut observe = false;
     if let Some(wait) = &view.wait {
+        // A wait for a product's completion, current and not being looked at: "observe now".
+        observe = operates
+            && view.current
+            && wait.kind == "wait-for"
+            && wait.resolution.is_none()
+            && !wait.observing
+            && run.state == RunState::Running;
         if let Some(until) = &wait.until {
             facts.push(("Until", until.clone()));
         }
@@ -397,6 +411,7 @@ fn step_row(
         facts,
         why,
         actions,
+        observe,
     }
 }
 

@@ -126,6 +126,8 @@ struct RunsPage {
     chrome: Chrome,
     filters: ListQuery,
     states: Vec<&'static str>,
+    /// The workflows the viewer may list runs of (the filter's own among them).
+    workflows: Vec<String>,
     table: RunsTable,
     /// Why a filter is not usable: text, with the names written as code (`true`).
     problem: Option<Vec<(bool, String)>>,
@@ -280,10 +282,12 @@ pub(super) async fn list(viewer: Viewer, State(state): State<ApiState>, Query(qu
         Err(message) => {
             let chrome = Chrome::of(engine, &viewer, "runs").await;
             let live = format!("/console/runs?{}", query_string(&query, None));
+            let workflows = workflows(engine, &viewer, &query.workflow).await;
             let page_view = RunsPage {
                 chrome,
                 filters: query,
                 states: states(),
+                workflows,
                 table: RunsTable::default(),
                 problem: Some(message.split('`').enumerate().map(|(i, t)| (i % 2 == 1, t.to_owned())).collect()),
                 live,
@@ -318,7 +322,26 @@ pub(super) async fn list(viewer: Viewer, State(state): State<ApiState>, Query(qu
     }
     let chrome = Chrome::of(engine, &viewer, "runs").await;
     let live = format!("/console/runs?{}", query_string(&query, present(&query.cursor).as_deref()));
-    page(&RunsPage { chrome, filters: query, states: states(), table, problem: None, live }, StatusCode::OK)
+    let workflows = workflows(engine, &viewer, &query.workflow).await;
+    page(&RunsPage { chrome, filters: query, states: states(), workflows, table, problem: None, live }, StatusCode::OK)
+}
+
+/// The workflows of stored revisions whose runs the viewer may list, and
+/// `chosen` (the filter as given) when it is not among them.
+async fn workflows(engine: &crate::engine::Engine, viewer: &Viewer, chosen: &str) -> Vec<String> {
+    let mut names: Vec<String> = match engine.store().workflow_names().await {
+        Ok(names) => names,
+        Err(e) => {
+            tracing::warn!(error = %e, "the workflows could not be read for the runs page's filter");
+            Vec::new()
+        }
+    };
+    names.retain(|w| viewer.principal.listing(Some(w.as_str())).is_some());
+    let chosen = chosen.trim();
+    if !chosen.is_empty() && !names.iter().any(|w| w == chosen) {
+        names.push(chosen.to_owned());
+    }
+    names
 }
 
 fn states() -> Vec<&'static str> {

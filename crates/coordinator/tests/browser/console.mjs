@@ -1,7 +1,8 @@
 // The operator console in a real browser: Debian's chromium, driven by
 // playwright-core. Started by crates/coordinator/tests/console_browser.rs,
 // which sets a deployment up and passes what it made as one JSON argument:
-// {url, token, readerToken, revision, attention: {reconcile, retrySame, cancel, bulk: [...], reader}, shots}.
+// {url, token, readerToken, revision, attention: {reconcile, retrySame, cancel, bulk: [...], reader},
+//  observe: {url, run}, shots}.
 // Every check that fails throws, and the process exits 1 with the reason.
 import { chromium } from "playwright-core";
 import { readFileSync, mkdirSync } from "node:fs";
@@ -10,7 +11,7 @@ import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const config = JSON.parse(process.argv[2]);
-const { url, token, readerToken, revision, attention, shots } = config;
+const { url, token, readerToken, revision, attention, observe, shots } = config;
 mkdirSync(shots, { recursive: true });
 const GUARD = 120_000;
 
@@ -43,11 +44,11 @@ async function accessible(page, name) {
   check(found.length === 0, `accessibility of ${name}: ${found.join("; ")}`);
 }
 
-async function signIn(context, bearer) {
+async function signIn(context, bearer, base = url) {
   const page = await context.newPage();
   page.on("console", (m) => console.error(`[page ${m.type()}] ${m.text()}`));
   page.on("pageerror", (e) => console.error(`[page error] ${e.message}`));
-  await page.goto(`${url}/console/runs`);
+  await page.goto(`${base}/console/runs`);
   check(page.url().includes("/console/sign-in"), `not sent to sign in: ${page.url()}`);
   await accessible(page, "sign-in");
   await page.getByLabel("Bearer token").fill(bearer);
@@ -74,9 +75,17 @@ async function act(page, run, label, reason) {
   const preview = await page.locator("#action-preview").textContent();
   check(preview.includes("What it will do"), `no dry run on the confirmation of ${label}`);
   await accessible(page, `confirmation of ${label}`);
+  const button = (await page.locator("#confirm").textContent()).trim();
+  check(button !== "Cancel" && button.length > 8, `the confirm button says only "${button}"`);
   await page.getByLabel(/Reason/).fill(reason);
   await page.locator("#confirm").click();
   await page.waitForURL(new RegExp(`/console/runs/${run}$`));
+}
+
+// A reload of the page a POST redirected to is a GET: nothing is posted again.
+async function reloadIsGet(page, what) {
+  const response = await page.reload();
+  check(response.request().method() === "GET", `reloading ${what} sends ${response.request().method()}`);
 }
 
 let page = null;
@@ -111,14 +120,16 @@ try {
 
   // Filters are kept in the URL and survive a reload.
   await page.goto(`${url}/console/runs`);
+  await page.getByLabel("Workflow").selectOption("reviewed-notice");
   await page.getByLabel("State").selectOption("attention");
   await page.getByRole("button", { name: "Filter" }).click();
   await page.waitForURL(/state=attention/);
   await page.reload();
   check((await page.getByLabel("State").inputValue()) === "attention", "the state filter did not survive a reload");
+  check((await page.getByLabel("Workflow").inputValue()) === "reviewed-notice", "the workflow filter is not a kept choice");
   check((await page.locator(`tr[data-run="${admitted}"]`).count()) === 0, "a finished run under state=attention");
   await snap(page, "runs-attention");
-  results.push("filters survive a reload");
+  results.push("filters survive a reload; the workflow is chosen from a list");
 
   // The attention inbox groups the uncertain notices.
   await page.goto(`${url}/console/attention`);
@@ -166,12 +177,19 @@ try {
   await accessible(page, "bulk preview");
   await page.getByLabel(/Reason/).fill("messaging was down for a minute");
   await page.locator("#confirm").click();
-  await page.waitForSelector("#bulk-done");
-  for (const run of attention.bulk) {
-    check((await page.locator(`#bulk-runs tr[data-run="${run}"][data-ok="true"]`).count()) === 1, `bulk result lacks ${run}`);
+  await page.waitForURL(/\/console\/batches\//);
+  await reloadIsGet(page, "a bulk action's result");
+  for (let i = 0; (await page.locator("#batch-state").textContent()).trim() !== "done"; i += 1) {
+    check(i < 600, "the bulk action's batch did not end");
+    await page.waitForTimeout(200);
+    await page.reload();
   }
+  for (const run of attention.bulk) {
+    check((await page.locator(`#batch-runs tr[data-run="${run}"][data-outcome="done"]`).count()) === 1, `bulk result lacks ${run}`);
+  }
+  await accessible(page, "a bulk action's batch");
   await snap(page, "bulk-done");
-  results.push("bulk reconcile of three");
+  results.push("bulk reconcile of three, a batch whose page says what became of each");
 
   // A POST without the CSRF token is refused.
   const noCsrf = await page.evaluate(async ({ url, run }) => {
@@ -182,21 +200,37 @@ try {
   check(noCsrf === 422 || noCsrf === 403, `a POST without CSRF answered ${noCsrf}`);
   results.push(`a POST without CSRF refused (${noCsrf})`);
 
-  // The restore hold's banner appears on every page and goes.
+  // The restore hold is confirmed with a reason; its banner appears on every page and goes.
   await page.goto(`${url}/console/deployment`);
   await accessible(page, "deployment");
   await page.locator("#place-hold").click();
+  await page.waitForURL(/\/console\/restore-hold\?change=place/);
+  await accessible(page, "the hold's confirmation");
+  check(await page.locator("textarea[name=reason]").evaluate((e) => !e.checkValidity()), "a hold without a reason is not submitted");
+  await page.getByLabel(/Reason/).fill("restored from the 02:00 backup");
+  await page.locator("#confirm").click();
+  await page.waitForURL(/\/console\/deployment$/);
   await page.waitForSelector("#hold-banner");
+  check((await page.locator("#hold-state").textContent()).includes("restored from the 02:00 backup"), "the hold's reason is not shown");
+  await reloadIsGet(page, "the deployment after placing the hold");
   await page.goto(`${url}/console/runs`);
   check((await page.locator("#hold-banner").count()) === 1, "no banner on the runs page while the hold is placed");
   await snap(page, "hold-banner");
   await page.goto(`${url}/console/deployment`);
   await page.locator("#release-hold").click();
+  await page.waitForURL(/\/console\/restore-hold\?change=release/);
+  await page.getByLabel(/Reason/).fill("every unknown effect looked at");
+  await page.locator("#confirm").click();
+  await page.waitForURL(/\/console\/deployment$/);
   await page.waitForSelector("#hold-state");
   check((await page.locator("#hold-banner").count()) === 0, "the banner stayed after the release");
+  results.push("the restore hold placed and released, each with a confirmation and a reason");
   await page.locator("#verify").click();
+  await page.waitForURL(/\/console\/audit\/verification$/);
   await page.waitForSelector("#audit-verified");
-  results.push("hold banner placed and released; chain verified");
+  await reloadIsGet(page, "the verification");
+  await page.waitForSelector("#audit-verified");
+  results.push("chain verified; the verification's page reloads without posting");
 
   // A connection is paused with a reason from the deployment page, shown so, and resumed.
   await page.goto(`${url}/console/deployment`);
@@ -246,6 +280,32 @@ try {
   });
   check(fit.img <= fit.box && fit.scroll <= fit.box, `the graph overflows its box: ${JSON.stringify(fit)}`);
   results.push("the graph fits the page's width");
+
+  // The journal is newest first and counted.
+  await page.goto(`${url}/console/runs/${attention.reconcile}`);
+  const journalCount = (await page.locator("#journal-count").textContent()).trim();
+  check(/^\d+ entries, newest first\./.test(journalCount), `the journal is not counted: ${journalCount}`);
+  const positions = await page.locator("#journal tbody tr td:first-child").allTextContents();
+  const numbers = positions.map((p) => Number(p.trim()));
+  check(numbers.length > 1 && numbers.every((n, i) => i === 0 || numbers[i - 1] > n), `the journal is not newest first: ${numbers}`);
+  results.push("the journal is newest first and counted");
+
+  // Ids are copied with one click.
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: url });
+  await page.getByRole("button", { name: `Copy ${attention.reconcile}` }).click();
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  check(copied === attention.reconcile, `the copy button copied "${copied}"`);
+  results.push("an id is copied with one click");
+
+  // "Observe now" brings a decided review forward instead of its next look 15 minutes on.
+  const quietContext = await browser.newContext();
+  const quiet = await signIn(quietContext, token, observe.url);
+  await quiet.goto(`${observe.url}/console/runs/${observe.run}`);
+  await quiet.locator("#observe-await-review").click();
+  await quiet.waitForURL(new RegExp(`/console/runs/${observe.run}$`));
+  await quiet.waitForFunction(() => document.querySelector("#run-state").textContent.trim() === "finished", null, { timeout: GUARD });
+  await quietContext.close();
+  results.push("observe now brought a decided review forward");
 
   // Signing out ends the session on the server: the old cookie, replayed in a fresh browser, opens nothing.
   const before = (await page.context().cookies()).filter((c) => c.name === "coordinator_session");

@@ -53,10 +53,13 @@ impl Session {
         request.send().await.unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
+    /// A page's status and HTML; every page is in words, without a Markdown backtick.
     async fn page(&self, path: &str) -> (u16, String) {
         let response = self.get(path).await;
         let status = response.status().as_u16();
-        (status, response.text().await.unwrap_or_default())
+        let html = response.text().await.unwrap_or_default();
+        assert!(!html.contains('`'), "{path} shows a backtick: {html}");
+        (status, html)
     }
 
     async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> reqwest::Response {
@@ -322,6 +325,32 @@ fn the_journal_is_newest_first_counted_and_paged() {
         let (status, bad) = me.page(&format!("/console/runs/{run}?before=soon")).await;
         assert_eq!(status, 400);
         assert!(bad.contains("<code>before</code> is a journal position"), "{bad}");
+    });
+}
+
+/// A review decided without a notification: the run would wait for its
+/// next look, 15 minutes on; "observe now" looks at once, then the run goes on.
+#[test]
+fn observe_now_brings_a_decided_review_forward() {
+    on_runtime(async {
+        // The flagship's 900 s between looks: only "observe now" can finish the run within the test.
+        let stack = Stack::start(StackOptions { notify: false, ..StackOptions::default() }).await;
+        let run = stack.admit("console-observe").await;
+        stack.until(&run, "waiting for its review", |i| i["currentStep"] == "await-review").await;
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (_, page) = me.page(&format!("/console/runs/{run}")).await;
+        assert!(page.contains("id=\"observe-await-review\""), "{page}");
+        let (status, answer) = stack.decide("review-1", "approved").await;
+        assert_eq!(status, 200, "{answer}");
+        let token = csrf(&page);
+        let observed =
+            me.post_form(&format!("/console/runs/{run}/observe"), &[("csrf", &token), ("step", "await-review")]).await;
+        assert_eq!(location_of(&observed), format!("/console/runs/{run}"));
+        until_state(&stack.url, &run, "finished").await;
+        let (_, page) = me.page(&format!("/console/runs/{run}")).await;
+        assert!(!page.contains("id=\"observe-await-review\""), "nothing to observe once the wait ended");
+        let forged = me.post_form(&format!("/console/runs/{run}/observe"), &[("step", "await-review")]).await;
+        assert_ne!(forged.status().as_u16(), 303, "a POST without the CSRF token is refused");
     });
 }
 

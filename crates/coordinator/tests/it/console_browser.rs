@@ -2,8 +2,11 @@
 //! `playwright-core` from npm — both installed by `.ci/run`): sign in; the
 //! flagship finishing on its page without a reload; filters surviving a
 //! reload; reconcile, retry-same and cancel through their confirmations; a
-//! bulk reconcile of three runs; a POST without the CSRF token refused; the
-//! restore-hold banner placed and released; a connection paused with a
+//! bulk reconcile of three runs as a batch (its page says what became of
+//! each; a reload posts nothing); a POST without the CSRF token refused; the
+//! restore-hold confirmed with a reason, its banner placed and released;
+//! verify-now redirected; the journal newest first and counted; "observe
+//! now" on a decided review; copy buttons; the workflow filter a list; a connection paused with a
 //! reason and resumed from the deployment page; a `read` caller offered no
 //! action and its forged POST forbidden; axe-core finding no serious
 //! violation on any page. The script is `tests/browser/console.mjs` (an npm
@@ -55,10 +58,19 @@ fn the_console_works_in_a_real_browser() {
         for run in runs.iter().chain([&reader_run]) {
             until_state(&stack.url, run, "attention").await;
         }
+        // A second deployment whose reviews are decided by hand and never
+        // announced, its wait looking every 15 minutes: a decided review that
+        // only "observe now" brings forward.
+        let quiet = Stack::start(StackOptions { notify: false, ..StackOptions::default() }).await;
+        let waiting = quiet.admit("browser-observe").await;
+        quiet.until(&waiting, "waiting for its review", |i| i["currentStep"] == "await-review").await;
+        let (status, answer) = quiet.decide("review-1", "approved").await;
+        assert_eq!(status, 200, "{answer}");
         let shots = here.join("../../target/console-screenshots");
         let config = json!({
             "url": stack.url, "token": TOKEN, "readerToken": READER_TOKEN, "revision": stack.revision,
             "attention": {"reconcile": runs[0], "retrySame": runs[1], "cancel": runs[2], "bulk": &runs[3..6], "reader": reader_run},
+            "observe": {"url": quiet.url, "run": waiting},
             "shots": shots.display().to_string(),
         });
         let url = stack.url.clone();
@@ -80,6 +92,6 @@ fn the_console_works_in_a_real_browser() {
             output.status.success() && report["ok"] == true,
             "the browser run failed against {url}:\n{stdout}\n{stderr}"
         );
-        assert_eq!(report["results"].as_array().map(Vec::len), Some(12), "{report}");
+        assert_eq!(report["results"].as_array().map(Vec::len), Some(16), "{report}");
     });
 }
