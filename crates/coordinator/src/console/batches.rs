@@ -1,7 +1,6 @@
-//! Durable batches in the console (docs/console.md): started from a bulk
-//! preview over every run its group matches, not only the 100 it lists
-//! (`POST /console/batches`, then a redirect to the batch's page, so a reload
-//! never starts another), followed on their own page (`GET
+//! Durable batches in the console (docs/console.md): started over every run
+//! a filter matches ([`super::batch_start`]: from a bulk preview's group or
+//! the run list's filters), followed on their own page (`GET
 //! /console/batches/{id}`: state, matched, done, refused by code, remaining,
 //! and its runs a page at a time — what the batch did to each and where each
 //! stands now, in words; reloaded every two seconds while it runs) and
@@ -15,80 +14,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use coordinator_core::model::runtime::Role;
-use coordinator_store::{AttentionReason, BatchView, ListFilter};
+use coordinator_store::{BatchView, ListFilter};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::runs::internal;
 use super::{Chrome, Page, Viewer, page, problem, rfc3339};
 use crate::api::ApiState;
-use crate::engine::batches::{BatchAction, BatchRequest};
 use crate::engine::error::EngineError;
-
-/// The form of a bulk preview's "all matching runs".
-#[derive(Deserialize)]
-pub(super) struct StartForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    action: String,
-    #[serde(default)]
-    workflow: String,
-    /// The attention reason of the group (`unknown-effect`, `restore-hold`).
-    #[serde(default)]
-    attention: String,
-    #[serde(default)]
-    step: String,
-    #[serde(default)]
-    reason: String,
-}
-
-/// `POST /console/batches`.
-pub(super) async fn start(viewer: Viewer, State(state): State<ApiState>, Form(form): Form<StartForm>) -> Response {
-    if let Err(refused) = viewer.check(&form.csrf) {
-        return refused;
-    }
-    let Some(action) = BatchAction::parse(&form.action) else {
-        return problem(StatusCode::BAD_REQUEST, "The action is `cancel`, `retry-same` or `reconcile`.");
-    };
-    let workflow = form.workflow.trim().to_owned();
-    if workflow.is_empty() {
-        return problem(
-            StatusCode::BAD_REQUEST,
-            "A batch needs the workflow of its group: start it from a group of the attention inbox.",
-        );
-    }
-    if !viewer.principal.holds(Role::Operate, &workflow) {
-        return super::forbidden(Role::Operate, Some(&workflow));
-    }
-    let Some(reason) = super::actions::reason_of(&form.reason) else {
-        return problem(
-            StatusCode::BAD_REQUEST,
-            "Say why: the journal records the reason with each run. Go back and write one.",
-        );
-    };
-    let attention = match form.attention.as_str() {
-        "restore-hold" => AttentionReason::RestoreHold,
-        _ => AttentionReason::UnknownEffect,
-    };
-    let step = form.step.trim();
-    let filter = ListFilter {
-        workflow: Some(workflow.clone()),
-        attention: Some(attention),
-        step: (!step.is_empty()).then(|| step.to_owned()),
-        ..ListFilter::default()
-    };
-    let mut filter_json = json!({"workflow": workflow, "reason": attention.as_str()});
-    if !step.is_empty() {
-        filter_json["step"] = json!(step);
-    }
-    let request = BatchRequest { action, filter, filter_json: filter_json.to_string(), reason };
-    match state.engine.start_batch(&request, viewer.principal.subject()).await {
-        Ok((id, _)) => Redirect::to(&format!("/console/batches/{id}")).into_response(),
-        Err(e @ EngineError::BatchTooLarge) => problem(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-        Err(e) => internal(e),
-    }
-}
 
 /// Runs listed on one page of a batch.
 const RUNS_PER_PAGE: u32 = 100;

@@ -7,8 +7,9 @@
 //! cookie, CSRF), [`runs`] (the run list and the attention inbox), [`run`] (one
 //! run: its graph, steps, effects, waits, journal), [`actions`] (cancel,
 //! retry-same, reconcile — each previewed by the pure machine first — and
-//! bulk actions), [`batches`] (durable batches over a whole group: started,
-//! followed, stopped), [`deployment`] (active revisions, the restore hold, the audit
+//! bulk actions), [`batch_start`] (a durable batch over every run a filter
+//! matches: its dry run, then its start), [`batches`] (a batch followed,
+//! run by run, and stopped), [`deployment`] (active revisions, the restore hold, the audit
 //! chain), [`connections`] (pausing and resuming a connection), [`assets`], [`live`]. Pages decide nothing: what an action would do
 //! comes from [`preview::preview`], what it does from the engine, who may
 //! see and do what from [`access`](crate::auth::access) — exactly as in the API. **Invariant:** no
@@ -22,6 +23,7 @@
 
 mod actions;
 mod assets;
+mod batch_start;
 mod batches;
 mod connections;
 mod deployment;
@@ -54,7 +56,8 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/console/runs/{id}/actions/{action}", get(actions::confirm).post(actions::perform))
         .route("/console/runs/{id}/observe", post(actions::observe))
         .route("/console/bulk", get(actions::bulk_preview).post(actions::bulk_perform))
-        .route("/console/batches", post(batches::start))
+        .route("/console/batches", post(batch_start::start))
+        .route("/console/batches/new", get(batch_start::new))
         .route("/console/batches/{id}", get(batches::page_of))
         .route("/console/batches/{id}/cancel", post(batches::cancel))
         .route("/console/deployment", get(deployment::page_of))

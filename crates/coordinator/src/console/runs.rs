@@ -128,6 +128,8 @@ struct RunsPage {
     states: Vec<&'static str>,
     /// The workflows the viewer may list runs of (the filter's own among them).
     workflows: Vec<String>,
+    /// The filters' query string when the viewer may start a batch over every matching run.
+    batch: Option<String>,
     table: RunsTable,
     /// Why a filter is not usable: text, with the names written as code (`true`).
     problem: Option<Vec<(bool, String)>>,
@@ -144,7 +146,7 @@ impl Page for RunsPage {}
 impl Page for RunsFragment {}
 
 /// Why a filter is not usable (shown on the page).
-fn filters(query: &ListQuery) -> Result<(ListFilter, Option<Cursor>), String> {
+pub(super) fn filters(query: &ListQuery) -> Result<(ListFilter, Option<Cursor>), String> {
     no_unknown(&query.unknown, RUN_FILTERS)?;
     let state = match present(&query.state) {
         None => None,
@@ -244,24 +246,35 @@ fn parse_cursor(text: &str) -> Option<Cursor> {
 
 /// The URL query of `filters` with `cursor`.
 fn query_string(query: &ListQuery, cursor: Option<&str>) -> String {
-    let pairs = [
-        ("workflow", &query.workflow),
-        ("state", &query.state),
-        ("reason", &query.reason),
-        ("step", &query.step),
-        ("revision", &query.revision),
-        ("from", &query.from),
-        ("to", &query.to),
-        ("run", &query.run),
-        ("key", &query.key),
-        ("idempotencyKey", &query.idempotency_key),
-    ];
-    let mut out: Vec<String> =
-        pairs.iter().filter(|(_, v)| !v.trim().is_empty()).map(|(k, v)| format!("{k}={}", encode(v.trim()))).collect();
+    let mut out: Vec<String> = query.pairs().iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
     if let Some(cursor) = cursor {
         out.push(format!("cursor={}", encode(cursor)));
     }
     out.join("&")
+}
+
+impl ListQuery {
+    /// The filters given (name, trimmed value), in the page's order.
+    pub(super) fn pairs(&self) -> Vec<(&'static str, String)> {
+        let pairs = [
+            ("workflow", &self.workflow),
+            ("state", &self.state),
+            ("reason", &self.reason),
+            ("step", &self.step),
+            ("revision", &self.revision),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("run", &self.run),
+            ("key", &self.key),
+            ("idempotencyKey", &self.idempotency_key),
+        ];
+        pairs.iter().filter(|(_, v)| !v.trim().is_empty()).map(|(k, v)| (*k, v.trim().to_owned())).collect()
+    }
+
+    /// The query string of the filters given (no cursor).
+    pub(super) fn filters_query(&self) -> String {
+        query_string(self, None)
+    }
 }
 
 /// Percent-encodes a query value.
@@ -288,6 +301,7 @@ pub(super) async fn list(viewer: Viewer, State(state): State<ApiState>, Query(qu
                 filters: query,
                 states: states(),
                 workflows,
+                batch: None,
                 table: RunsTable::default(),
                 problem: Some(message.split('`').enumerate().map(|(i, t)| (i % 2 == 1, t.to_owned())).collect()),
                 live,
@@ -323,7 +337,13 @@ pub(super) async fn list(viewer: Viewer, State(state): State<ApiState>, Query(qu
     let chrome = Chrome::of(engine, &viewer, "runs").await;
     let live = format!("/console/runs?{}", query_string(&query, present(&query.cursor).as_deref()));
     let workflows = workflows(engine, &viewer, &query.workflow).await;
-    page(&RunsPage { chrome, filters: query, states: states(), workflows, table, problem: None, live }, StatusCode::OK)
+    let may_batch = match &filter.workflow {
+        Some(workflow) => viewer.principal.holds(Role::Operate, workflow),
+        None => viewer.principal.holds_everywhere(Role::Operate),
+    };
+    let batch = may_batch.then(|| query.filters_query());
+    let view = RunsPage { chrome, filters: query, states: states(), workflows, batch, table, problem: None, live };
+    page(&view, StatusCode::OK)
 }
 
 /// The workflows of stored revisions whose runs the viewer may list, and
@@ -391,6 +411,8 @@ pub(crate) struct GroupRuns {
     pub(crate) later: Option<String>,
     /// The bulk actions' preview links of this group.
     pub(crate) bulk: Vec<(String, String)>,
+    /// The links to a batch over every run of the group (its dry run first).
+    pub(crate) batch: Vec<(String, String)>,
 }
 
 #[derive(askama::Template)]
@@ -523,5 +545,20 @@ async fn group_runs(state: &ApiState, viewer: &Viewer, query: &InboxQuery) -> Re
             bulk.push((format!("/console/bulk?action={action}&{selection}"), label.to_owned()));
         }
     }
-    Ok(Some(GroupRuns { title, rows: rows.iter().map(RowView::of).collect(), later, bulk }))
+    let mut batch = Vec::new();
+    let mut group = format!("workflow={}&reason={reason}", encode(&workflow));
+    if let Some(step) = &step {
+        group.push_str(&format!("&step={}", encode(step)));
+    }
+    let actions: &[(&str, &str)] = match attention {
+        AttentionReason::UnknownEffect => {
+            &[("reconcile", "Reconcile"), ("retry-same", "Retry with the same key"), ("cancel", "Cancel")]
+        }
+        AttentionReason::RestoreHold => &[("cancel", "Cancel")],
+    };
+    for (action, label) in actions {
+        batch
+            .push((format!("/console/batches/new?action={action}&{group}"), format!("{label} every run of the group")));
+    }
+    Ok(Some(GroupRuns { title, rows: rows.iter().map(RowView::of).collect(), later, bulk, batch }))
 }

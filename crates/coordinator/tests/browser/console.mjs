@@ -191,6 +191,23 @@ try {
   await snap(page, "bulk-done");
   results.push("bulk reconcile of three, a batch whose page says what became of each");
 
+  // The run list's filters start a batch over every run they match, its dry run first.
+  await page.goto(`${url}/console/runs?workflow=reviewed-notice&state=finished`);
+  await page.locator("#runs-batch").getByRole("link", { name: "Cancel…" }).click();
+  await page.waitForSelector("#batch-dry-run");
+  check((await page.locator("#dry-matched").textContent()).includes("match now"), "no dry run before the batch");
+  await accessible(page, "a batch's dry run");
+  await page.getByLabel(/Why this batch/).fill("nothing to cancel: a dry run shows it");
+  await page.locator("#batch-start").click();
+  await page.waitForURL(/\/console\/batches\/[0-9a-f-]+$/);
+  for (let i = 0; (await page.locator("#batch-state").textContent()).trim() !== "done"; i += 1) {
+    check(i < 600, "the filter's batch did not end");
+    await page.waitForTimeout(200);
+    await page.reload();
+  }
+  check((await page.locator("#batch-runs tr[data-outcome=refused]").count()) > 0, "the refused runs are not listed");
+  results.push("a batch over every run a filter matches, its dry run first");
+
   // A POST without the CSRF token is refused.
   const noCsrf = await page.evaluate(async ({ url, run }) => {
     const r = await fetch(`${url}/console/runs/${run}/actions/cancel`, { method: "POST",

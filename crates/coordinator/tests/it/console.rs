@@ -594,9 +594,9 @@ fn a_batch_over_a_whole_group_is_started_from_its_preview_and_followed_on_its_pa
         assert!(preview.contains("Reconcile all 2 matching runs"), "{preview}");
         let token = csrf(&preview);
         let form = |reason: &'static str| -> Vec<(&'static str, String)> {
-            [("action", "reconcile"), ("workflow", "reviewed-notice"), ("attention", "unknown-effect")]
+            [("action", "reconcile"), ("workflow", "reviewed-notice"), ("reason", "unknown-effect")]
                 .into_iter()
-                .chain([("step", "send-notice"), ("reason", reason)])
+                .chain([("step", "send-notice"), ("why", reason)])
                 .map(|(k, v)| (k, v.to_owned()))
                 .chain([("csrf", token.clone())])
                 .collect()
@@ -630,6 +630,52 @@ fn a_batch_over_a_whole_group_is_started_from_its_preview_and_followed_on_its_pa
         let (status, missing) = me.page("/console/batches/0199c8a0-0000-7000-8000-000000000000").await;
         assert_eq!(status, 404);
         assert!(missing.contains("There is no batch"), "{missing}");
+    });
+}
+
+/// The run list's filters start a batch over every run they match: the
+/// machine's dry run first (counted, refusals by code), then the batch.
+#[test]
+fn a_batch_over_every_run_a_filter_matches_shows_its_dry_run_first() {
+    on_runtime(async {
+        let stack = stack().await;
+        let mut runs = Vec::new();
+        for key in ["console-filter-0", "console-filter-1"] {
+            let run = stack.admit(key).await;
+            until_state(&stack.url, &run, "finished").await;
+            runs.push(run);
+        }
+        let me = Session::sign_in(&stack.url, TOKEN).await;
+        let (_, list) = me.page("/console/runs?workflow=reviewed-notice&state=finished").await;
+        let links = list.split("id=\"runs-batch\"").nth(1).unwrap_or_default().split("</p>").next().unwrap_or_default();
+        let links = links.replace("&#38;", "&").replace("&amp;", "&");
+        assert!(links.contains("/console/batches/new?action=cancel&workflow=reviewed-notice&state=finished"), "{list}");
+        let (status, dry) = me.page("/console/batches/new?action=cancel&workflow=reviewed-notice&state=finished").await;
+        assert_eq!(status, 200, "{dry}");
+        assert!(dry.contains("2 runs match now"), "{dry}");
+        assert!(dry.contains("The rules would refuse 2: <code>nothing-to-do</code>"), "{dry}");
+        assert!(dry.contains("Cancel all 2 matching runs"), "{dry}");
+        let (status, unusable) = me.page("/console/batches/new?action=cancel&state=sleeping").await;
+        assert_eq!(status, 400, "{unusable}");
+        let token = csrf(&dry);
+        let form = [
+            ("csrf", token.as_str()),
+            ("action", "cancel"),
+            ("workflow", "reviewed-notice"),
+            ("state", "finished"),
+            ("why", "tidying the finished runs"),
+        ];
+        let started = me.post_form("/console/batches", &form).await;
+        let page = batch_ended(&me, &started).await;
+        assert!(page.contains("<dt>Refused</dt><dd><code>nothing-to-do</code>: 2</dd>"), "{page}");
+        for run in &runs {
+            assert!(page.contains(&format!("<tr data-run=\"{run}\" data-outcome=\"refused\">")), "{page}");
+        }
+        assert!(page.contains("refused by the rules: nothing-to-do"), "{page}");
+        let (_, batch) =
+            get(&format!("{}/v1/batches/{}", stack.url, location_of(&started).rsplit('/').next().unwrap_or_default()))
+                .await;
+        assert_eq!(batch["filter"], serde_json::json!({"workflow": "reviewed-notice", "state": "finished"}), "{batch}");
     });
 }
 

@@ -92,6 +92,6 @@ fn the_console_works_in_a_real_browser() {
             output.status.success() && report["ok"] == true,
             "the browser run failed against {url}:\n{stdout}\n{stderr}"
         );
-        assert_eq!(report["results"].as_array().map(Vec::len), Some(16), "{report}");
+        assert_eq!(report["results"].as_array().map(Vec::len), Some(17), "{report}");
     });
 }
