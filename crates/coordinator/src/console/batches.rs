@@ -3,7 +3,8 @@
 //! the run list's filters), followed on their own page (`GET
 //! /console/batches/{id}`: state, matched, done, refused by code, remaining,
 //! and its runs a page at a time — what the batch did to each and where each
-//! stands now, in words; reloaded every two seconds while it runs) and
+//! stands now, in words; kept current by the live updates, as a run's page
+//! is) and
 //! cancelled there. The console's bulk actions are batches over the runs
 //! their preview listed ([`super::actions`]). The work is
 //! [`crate::engine::batches`]'s; roles as the API's (`operate` for the
@@ -38,17 +39,14 @@ pub(crate) struct RunLine {
 }
 
 /// A batch as its page shows it.
-#[derive(askama::Template)]
-#[template(path = "console/batch.html")]
-struct BatchPage {
-    chrome: Chrome,
+/// The live part of a batch's page: its progress and a page of its runs.
+#[derive(Debug, Clone)]
+pub(crate) struct BatchBody {
     batch: BatchView,
-    workflow: String,
     acted: u64,
     refused: Vec<(String, u64)>,
     created: String,
     ended: Option<String>,
-    may_cancel: bool,
     /// A page of its runs.
     runs: Vec<RunLine>,
     /// The outcome the list keeps (empty: every run).
@@ -57,6 +55,25 @@ struct BatchPage {
     next: Option<String>,
 }
 
+#[derive(askama::Template)]
+#[template(path = "console/batch.html")]
+struct BatchPage {
+    chrome: Chrome,
+    body: BatchBody,
+    workflow: String,
+    may_cancel: bool,
+    /// The live region's own URL.
+    live: String,
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/batch_fragment.html")]
+struct BatchFragment {
+    body: BatchBody,
+}
+
+impl Page for BatchFragment {}
+
 /// `?outcome=&after=` of a batch page.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RunsQuery {
@@ -64,6 +81,9 @@ pub(super) struct RunsQuery {
     outcome: String,
     #[serde(default)]
     after: String,
+    /// `1`: the live part only.
+    #[serde(default)]
+    fragment: String,
     #[serde(flatten)]
     unknown: std::collections::BTreeMap<String, String>,
 }
@@ -186,13 +206,18 @@ pub(super) async fn page_of(
     });
     let refused: Vec<(String, u64)> = batch.refused.iter().map(|(c, n)| (c.clone(), *n)).collect();
     let acted = batch.done + refused.iter().map(|(_, n)| n).sum::<u64>();
-    let chrome = Chrome::of(&state.engine, &viewer, "attention").await;
-    let view = BatchPage {
-        chrome,
+    let may_cancel = batch.state == "running";
+    let mut live = format!("/console/batches/{id}");
+    let kept: Vec<String> = [("outcome", outcome.map(str::to_owned)), ("after", after)]
+        .into_iter()
+        .filter_map(|(k, v)| Some(format!("{k}={}", v?)))
+        .collect();
+    if !kept.is_empty() {
+        live = format!("{live}?{}", kept.join("&"));
+    }
+    let body = BatchBody {
         created: rfc3339(batch.created_at),
         ended: batch.ended_at.map(rfc3339),
-        may_cancel: batch.state == "running",
-        workflow,
         acted,
         refused,
         batch,
@@ -200,7 +225,11 @@ pub(super) async fn page_of(
         outcome: outcome.unwrap_or_default().to_owned(),
         next,
     };
-    page(&view, StatusCode::OK)
+    if !query.fragment.is_empty() {
+        return page(&BatchFragment { body }, StatusCode::OK);
+    }
+    let chrome = Chrome::of(&state.engine, &viewer, "attention").await;
+    page(&BatchPage { chrome, body, workflow, may_cancel, live }, StatusCode::OK)
 }
 
 /// The form of a batch page's cancel.

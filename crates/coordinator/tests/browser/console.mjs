@@ -179,11 +179,10 @@ try {
   await page.locator("#confirm").click();
   await page.waitForURL(/\/console\/batches\//);
   await reloadIsGet(page, "a bulk action's result");
-  for (let i = 0; (await page.locator("#batch-state").textContent()).trim() !== "done"; i += 1) {
-    check(i < 600, "the bulk action's batch did not end");
-    await page.waitForTimeout(200);
-    await page.reload();
-  }
+  // Its progress is followed live, without a reload.
+  await page.evaluate(() => { window.__notReloaded = true; });
+  await page.waitForFunction(() => document.querySelector("#batch-state").textContent.trim() === "done", null, { timeout: GUARD });
+  check(await page.evaluate(() => window.__notReloaded === true), "the batch page was reloaded to show its progress");
   for (const run of attention.bulk) {
     check((await page.locator(`#batch-runs tr[data-run="${run}"][data-outcome="done"]`).count()) === 1, `bulk result lacks ${run}`);
   }

@@ -615,12 +615,15 @@ fn a_batch_over_a_whole_group_is_started_from_its_preview_and_followed_on_its_pa
         loop {
             let (status, page) = me.page(&location).await;
             assert_eq!(status, 200);
+            // Followed by the live updates (its region's own URL), never by reloading the page.
+            assert!(page.contains(&format!("data-live=\"{location}\"")), "{page}");
+            assert!(!page.contains("http-equiv=\"refresh\""), "{page}");
             if page.contains("<dd id=\"batch-state\">done</dd>") {
                 assert!(page.contains("<dd id=\"batch-done\">2</dd>"), "{page}");
-                assert!(!page.contains("http-equiv=\"refresh\""), "an ended batch's page stays");
+                let (_, fragment) = me.page(&format!("{location}?fragment=1")).await;
+                assert!(fragment.contains("id=\"batch-state\"") && !fragment.contains("<html"), "{fragment}");
                 break;
             }
-            assert!(page.contains("http-equiv=\"refresh\""), "a running batch's page reloads itself");
             assert!(watch.elapsed() < GUARD, "the batch did not end: {page}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
