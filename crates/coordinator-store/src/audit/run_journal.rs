@@ -61,7 +61,7 @@ impl Store {
                 }
             }
         }
-        entries.sort_by(|a, b| b.position.cmp(&a.position));
+        entries.sort_by_key(|e| std::cmp::Reverse(e.position));
         let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
         let older = if entries.len() > wanted {
             entries.truncate(wanted);
