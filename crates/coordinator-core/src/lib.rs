@@ -30,6 +30,9 @@
 //!   shared hold, a slow-down and a breaker, as pure rules on a given clock.
 //! - [`audit`]: the audit journal's hash chain: an entry's canonical encoding,
 //!   its hash, and verification of a journal read back.
+//! - [`schedule`]: when a schedule fires — cron in an IANA time zone (the
+//!   bundled database) or an interval — across daylight saving, on a given
+//!   instant.
 
 pub mod audit;
 pub mod check;
@@ -43,6 +46,7 @@ pub mod model;
 pub mod pace;
 pub mod package;
 pub mod scenario;
+pub mod schedule;
 pub mod schema_sample;
 pub mod signature;
 pub mod yaml;

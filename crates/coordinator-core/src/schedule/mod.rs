@@ -1,0 +1,6 @@
+//! Schedules: runs admitted on the calendar. [`calendar`] says when a
+//! schedule fires.
+
+pub mod calendar;
+
+pub use calendar::{Calendar, CalendarError, zone};
