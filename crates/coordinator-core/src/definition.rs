@@ -33,6 +33,10 @@ pub struct Definition {
     /// when there is none, so a workflow without keys keeps its revision).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub search_keys: BTreeMap<String, String>,
+    /// The schedules, as written but for their descriptions (absent when
+    /// there is none, so a workflow without schedules keeps its revision).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<crate::model::workflow::Schedule>,
     /// The first step.
     pub start: String,
     /// Step id -> step.

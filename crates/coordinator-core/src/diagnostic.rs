@@ -124,6 +124,16 @@ codes! {
     TriggerUnknownConnection = "trigger.unknown-connection",
     /// A search key's function fails, or returns what a key cannot hold, on a sample of the input schema.
     SearchKeyResult = "search-key.result",
+    /// Two schedules of a workflow have the same id.
+    ScheduleDuplicate = "schedule.duplicate",
+    /// A schedule's `cron` does not parse, or matches no time.
+    ScheduleCronInvalid = "schedule.cron-invalid",
+    /// A schedule's `timeZone` is not in the IANA time zone database.
+    ScheduleTimeZoneUnknown = "schedule.time-zone-unknown",
+    /// A schedule fires more often than the floor allows.
+    ScheduleTooFrequent = "schedule.too-frequent",
+    /// A schedule's input function fails, or its result does not match the input schema, at a sample instant.
+    ScheduleInputInvalid = "schedule.input-invalid",
     /// A project catalog uses a product name that the built-in catalog already has.
     CatalogShadowsBuiltin = "catalog.shadows-builtin",
     /// Two project catalog files describe the same product.

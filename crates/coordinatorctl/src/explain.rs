@@ -251,19 +251,22 @@ impl<'a> Then<'a> {
     }
 }
 
-/// The explanation as JSON (shape in the module documentation).
-pub fn json(checked: &Checked) -> Value {
+/// The explanation as JSON (shape in the module documentation); schedules'
+/// next firings counted from `now_ms`.
+pub fn json(checked: &Checked, now_ms: i64) -> Value {
     let [calls, waits, finishes] =
         blocks(checked).map(|blocks| blocks.into_iter().map(|b| b.value).collect::<Vec<_>>());
     let d = &checked.definition;
     json!({
         "workflow": d.workflow, "revision": checked.revision, "start": d.start, "deadlineSeconds": d.deadline_seconds,
         "calls": calls, "waits": waits, "finishes": finishes,
+        "schedules": crate::explain_schedules::json(&d.schedules, now_ms),
     })
 }
 
-/// The explanation for people: a header, then one block per call, wait and finish.
-pub fn human(checked: &Checked) -> String {
+/// The explanation for people: a header, then one block per call, wait,
+/// finish and schedule (its next firings counted from `now_ms`).
+pub fn human(checked: &Checked, now_ms: i64) -> String {
     let d = &checked.definition;
     let mut out = format!("workflow {}", d.workflow);
     if let Some(title) = &checked.workflow.workflow.title {
@@ -281,6 +284,7 @@ pub fn human(checked: &Checked) -> String {
             }
         }
     }
+    out.push_str(&crate::explain_schedules::human(&d.schedules, now_ms));
     out
 }
 
@@ -295,7 +299,7 @@ mod tests {
 
     #[test]
     fn json_explains_each_call_in_step_order() {
-        let value = json(&fixture());
+        let value = json(&fixture(), 0);
         assert_eq!((&value["workflow"], &value["start"]), (&json!("tiny-review"), &json!("read-subject")));
         assert_eq!(value["revision"], fixture().revision);
         let calls = &value["calls"];
@@ -327,7 +331,7 @@ mod tests {
 
     #[test]
     fn json_explains_waits_and_finishes() {
-        let value = json(&fixture());
+        let value = json(&fixture(), 0);
         let wait = &value["waits"][0];
         assert_eq!(wait["step"], "await");
         assert_eq!(wait["onTimeout"], json!({"target": "timed-out"}));
@@ -373,7 +377,7 @@ mod tests {
 
     #[test]
     fn human_text_states_every_fact_and_is_deterministic() {
-        let text = human(&fixture());
+        let text = human(&fixture(), 0);
         for expected in [
             "workflow tiny-review (Tiny review)\nrevision sha256:",
             "\ncall request\n  operation       submit = casework.submit-review-request/v1 (product casework",
@@ -396,6 +400,6 @@ mod tests {
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
-        assert_eq!(text, human(&fixture()));
+        assert_eq!(text, human(&fixture(), 0));
     }
 }

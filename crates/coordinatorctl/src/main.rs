@@ -29,6 +29,7 @@ mod cmd_runs;
 mod cmd_test;
 mod environment;
 mod explain;
+mod explain_schedules;
 mod operate;
 mod project_dir;
 mod render;

@@ -1,5 +1,6 @@
 //! Function proofs: every mapping names a function of `functions.rhai` with as
-//! many parameters as it passes arguments (a search key's function, one: the input). Skipped when the file did not
+//! many parameters as it passes arguments (a search key's function, one: the input; a schedule's input
+//! function, two: the nominal instant and the schedule id). Skipped when the file did not
 //! compile (its own `function.compile` diagnostic says why; no cascade).
 
 use crate::diagnostic::Code;
@@ -28,6 +29,17 @@ pub fn check(cx: &mut Ctx<'_>) {
         // A search key's function is called with one argument: the run input.
         let mapping = Mapping { function: key.function.clone(), arguments: vec![Source::Input] };
         one(cx, &Path::root().key("searchKeys").key(name), &mapping);
+    }
+    for (i, schedule) in wf.schedules.iter().enumerate() {
+        // A schedule's input function is called with two: the nominal instant and the schedule id.
+        let mapping = Mapping {
+            function: schedule.input.function.clone(),
+            arguments: vec![
+                Source::Literal { value: serde_json::Value::Null },
+                Source::Literal { value: serde_json::Value::Null },
+            ],
+        };
+        one(cx, &Path::root().key("schedules").index(i).key("input"), &mapping);
     }
 }
 

@@ -15,6 +15,7 @@ pub mod graph;
 pub mod operations;
 pub mod outcomes;
 pub mod runtime;
+pub mod schedules;
 pub mod schemas;
 pub mod search_keys;
 pub mod triggers;
@@ -252,6 +253,7 @@ fn check(
     schemas::check(&mut cx);
     triggers::check(&mut cx);
     search_keys::check(&mut cx, compiled.as_ref());
+    schedules::check(&mut cx, compiled.as_ref());
     if let Some(rt) = runtime {
         runtime::check(&mut cx, rt);
     }
@@ -309,6 +311,11 @@ fn compile(
         operations,
         triggers: workflow.triggers.clone(),
         search_keys: workflow.search_keys.iter().map(|(name, key)| (name.clone(), key.function.clone())).collect(),
+        schedules: workflow
+            .schedules
+            .iter()
+            .map(|s| crate::model::workflow::Schedule { description: None, ..s.clone() })
+            .collect(),
         start: workflow.start.clone(),
         steps: workflow.steps.clone(),
         outcomes: workflow.outcomes.clone(),

@@ -2,8 +2,9 @@
 
 use crate::diagnostic::Span;
 use crate::model::workflow::{
-    CallStep, ChooseStep, CompletionRef, FinishStep, Mapping, OperationBinding, ProjectMeta, RetryPolicy, SearchKey,
-    Source, Step, Trigger, WaitForStep, WaitUntilStep, WorkflowFile, WorkflowKind, WorkflowMeta,
+    CallStep, ChooseStep, CompletionRef, FinishStep, Mapping, OperationBinding, Overlap, ProjectMeta, RetryPolicy,
+    Schedule, ScheduleInput, SearchKey, Source, Step, Trigger, WaitForStep, WaitUntilStep, WorkflowFile, WorkflowKind,
+    WorkflowMeta,
 };
 use crate::model::{API_VERSION, ApiVersion};
 use crate::yaml::{Key, Node};
@@ -21,6 +22,7 @@ const TOP: &[&str] = &[
     "operations",
     "triggers",
     "searchKeys",
+    "schedules",
     "start",
     "steps",
     "outcomes",
@@ -60,6 +62,10 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<WorkflowFile> {
         None => Some(Default::default()),
         Some(n) => d.map_of(n, "search key", true, search_key),
     };
+    let schedules = match f.get("schedules") {
+        None => Some(Vec::new()),
+        Some(n) => d.seq_of(n, "schedules", |d, _, item| schedule(d, item)),
+    };
     let start = f.get("start").and_then(|n| d.name(n, "start"));
     let steps = f.get("steps").and_then(|n| d.map_of(n, "step id", true, step));
     let outcomes = f.get("outcomes").and_then(|n| d.map_of(n, "outcome", true, |d, _, v| Some(d.json(v))));
@@ -74,6 +80,7 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<WorkflowFile> {
         operations: operations?,
         triggers: triggers?,
         search_keys: search_keys?,
+        schedules: schedules?,
         start: start?,
         steps: steps?,
         outcomes: outcomes?,
@@ -172,6 +179,76 @@ fn search_key(d: &mut Decoder<'_>, key: &Key, node: &Node) -> Option<SearchKey> 
     }
     let description = optional(f.get("description"), |n| d.string(n, "description"));
     Some(SearchKey { function: function?, not_secret: not_secret?, description: description? })
+}
+
+const SCHEDULE_FIELDS: &[&str] =
+    &["id", "cron", "timeZone", "intervalSeconds", "anchor", "input", "overlap", "catchUpSeconds", "description"];
+
+fn schedule(d: &mut Decoder<'_>, node: &Node) -> Option<Schedule> {
+    let f = d.object(node, "a schedule", node.span, SCHEDULE_FIELDS, &["id", "input"])?;
+    let id = f.get("id").and_then(|n| d.name(n, "the schedule id"));
+    let cron = optional(f.get("cron"), |n| d.string(n, "cron"));
+    let time_zone = optional(f.get("timeZone"), |n| d.string(n, "timeZone"));
+    let interval_seconds = optional(f.get("intervalSeconds"), |n| d.uint(n, "intervalSeconds", 1));
+    let anchor = optional(f.get("anchor"), |n| d.string(n, "anchor"));
+    let input = f.get("input").and_then(|n| {
+        let g = d.object(n, "a schedule's `input`", f.key_span("input"), &["function"], &["function"])?;
+        let function = g.get("function").and_then(|n| d.string(n, "function"));
+        Some(ScheduleInput { function: function? })
+    });
+    let overlap = optional(f.get("overlap"), |n| {
+        d.one_of(
+            n,
+            "overlap",
+            &[("skip", Overlap::Skip), ("allow", Overlap::Allow), ("one-pending", Overlap::OnePending)],
+        )
+    });
+    let catch_up_seconds = optional(f.get("catchUpSeconds"), |n| d.uint(n, "catchUpSeconds", 0));
+    let description = optional(f.get("description"), |n| d.string(n, "description"));
+    let (cron, time_zone, interval_seconds, anchor) = (cron?, time_zone?, interval_seconds?, anchor?);
+    let span = node.span;
+    match (&cron, interval_seconds) {
+        (Some(_), Some(_)) => {
+            let at = f.get("intervalSeconds").map_or(span, |n| n.span);
+            d.invalid(
+                at,
+                "a schedule has `cron` or `intervalSeconds`, not both",
+                "keep the one that says when it fires",
+            );
+            return None;
+        }
+        (None, None) => {
+            d.report(
+                crate::diagnostic::Code::SchemaMissingField,
+                span,
+                "a schedule needs `cron` or `intervalSeconds`",
+                "add `cron: \"0 8 * * MON-FRI\"` (with `timeZone`) or `intervalSeconds: 3600`",
+            );
+            return None;
+        }
+        (Some(_), None) if anchor.is_some() => {
+            let at = f.get("anchor").map_or(span, |n| n.span);
+            d.invalid(at, "`anchor` belongs to an interval; a cron schedule has none", "remove `anchor`");
+            return None;
+        }
+        (None, Some(_)) if time_zone.is_some() => {
+            let at = f.get("timeZone").map_or(span, |n| n.span);
+            d.invalid(at, "an interval counts in UTC; `timeZone` belongs to `cron`", "remove `timeZone`");
+            return None;
+        }
+        _ => {}
+    }
+    Some(Schedule {
+        id: id?,
+        cron,
+        time_zone,
+        interval_seconds,
+        anchor,
+        input: input?,
+        overlap: overlap?,
+        catch_up_seconds: catch_up_seconds?,
+        description: description?,
+    })
 }
 
 /// A mapping `{function, arguments}`; `in_trigger` allows `{type: event}` and forbids `{type: step}`.

@@ -46,6 +46,9 @@ pub struct WorkflowFile {
     /// indexed, so runs can be found by them (`GET /v1/runs?key.NAME=VALUE`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub search_keys: BTreeMap<String, SearchKey>,
+    /// Runs admitted on the calendar (docs/reference/project.md#schedules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<Schedule>,
     /// The first step.
     pub start: String,
     /// The steps by id.
@@ -116,6 +119,65 @@ pub struct SearchKey {
     /// What the key identifies, for people; no effect on the revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+}
+
+/// A schedule: runs admitted on the calendar, one per nominal instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Schedule {
+    /// The schedule's id (lowercase letters, digits and `-`), unique in the workflow.
+    pub id: String,
+    /// A cron expression (five fields, or six with seconds first; `@daily` and
+    /// the other nicknames), matched against local time in `timeZone`.
+    /// Exactly one of `cron` and `intervalSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The IANA time zone `cron` is read in (default `UTC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// Fires every so many seconds from `anchor` (UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_seconds: Option<u64>,
+    /// The instant an interval counts from (RFC 3339; default the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// The run input: a function of `functions.rhai` taking the nominal
+    /// instant (RFC 3339, UTC) and the schedule id.
+    pub input: ScheduleInput,
+    /// What happens at an instant while the schedule's previous run has not
+    /// ended: `skip` (default), `allow`, or `one-pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<Overlap>,
+    /// Instants missed while no process ran are fired when they are at most
+    /// this many seconds old, oldest first (default 3600); older ones are skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up_seconds: Option<u64>,
+    /// What the schedule is for, for people; no effect on the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A schedule's run input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScheduleInput {
+    /// A function of `functions.rhai` with two parameters: the nominal instant
+    /// and the schedule id; it returns the run input.
+    pub function: String,
+}
+
+/// What a schedule does at an instant while its previous run has not ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Overlap {
+    /// Admit nothing for this instant (journaled as skipped).
+    #[default]
+    Skip,
+    /// Admit the run anyway.
+    Allow,
+    /// Keep this instant pending and admit it once the previous run ends;
+    /// a later instant while one is pending replaces nothing and is skipped.
+    OnePending,
 }
 
 /// A pure function applied to sources.

@@ -38,6 +38,9 @@ pub enum CalendarError {
     /// An interval of no time.
     #[error("an interval is at least one second")]
     Interval,
+    /// An interval's anchor is not an RFC 3339 instant.
+    #[error("the anchor `{0}` is not an RFC 3339 instant (such as `2026-01-01T00:00:00Z`)")]
+    Anchor(String),
 }
 
 /// When a schedule fires.
@@ -94,6 +97,16 @@ impl Calendar {
         match &self.kind {
             Kind::Cron { zone, .. } => Some(*zone),
             Kind::Interval { .. } => None,
+        }
+    }
+
+    /// Instant `ms` as the calendar's wall clock shows it: `2026-12-08 02:30:00
+    /// CET (+01:00)` in a cron calendar's zone, UTC for an interval.
+    pub fn wall_clock(&self, ms: i64) -> String {
+        let Some(utc) = DateTime::<Utc>::from_timestamp_millis(ms) else { return String::new() };
+        match self.time_zone() {
+            Some(zone) => utc.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z (%:z)").to_string(),
+            None => utc.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
         }
     }
 

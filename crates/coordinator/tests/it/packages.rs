@@ -20,6 +20,10 @@ fn modified_package(dir: &std::path::Path, from: &str, to: &str) -> Package {
 }
 
 /// `POST /v1/packages` with `query` and the bytes as `content_type`: (status, body).
+/// A schedule added to the flagship, with its input function.
+const SCHEDULED: &str = "\nschedules:\n  - {id: weekly, cron: \"0 8 * * MON\", timeZone: Europe/Berlin, input: {function: weekly_input}}\n\nstart: read-application";
+const SCHEDULE_INPUT: &str = "\nfn weekly_input(at, schedule) { #{ applicationId: \"0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10\", recipient: #{ kind: \"person\", id: \"person-4711\" } } }\n";
+
 async fn activate(dev: &Dev, query: &str, bytes: &[u8], content_type: &str) -> (u16, Value) {
     let url = format!("{}/v1/packages{query}", dev.url());
     let response = reqwest::Client::new()
@@ -118,6 +122,19 @@ fn packages_are_refused_without_their_digest_unreadable_or_with_unknown_connecti
         let (status, error) = activate(&dev, &format!("?digest={digest}"), &bytes, octets).await;
         assert_eq!((status, error["code"].as_str()), (422, Some("package.unknown-connection")), "{error}");
         assert!(error["message"].as_str().is_some_and(|m| m.contains("post-office")), "{error}");
+
+        // Schedules are checked and explained offline, not fired by this release: refused, said so.
+        let scheduled = tempdir();
+        let project = variant(scheduled.path(), "project", &[("\nstart: read-application", SCHEDULED)]);
+        std::fs::write(
+            project.join("functions.rhai"),
+            std::fs::read_to_string(project.join("functions.rhai")).unwrap_or_default() + SCHEDULE_INPUT,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Package { bytes, digest, .. } = package_of(&project);
+        let (status, error) = activate(&dev, &format!("?digest={digest}"), &bytes, octets).await;
+        assert_eq!((status, error["code"].as_str()), (422, Some("package.invalid")), "{error}");
+        assert!(error["message"].as_str().is_some_and(|m| m.contains("does not fire")), "{error}");
 
         // Nothing was activated by any of these.
         let (status, admitted) = admit(&dev, &dev.revision, "still-old").await;

@@ -1,0 +1,149 @@
+//! Schedule proofs (docs/reference/project.md#schedules): ids unique; the
+//! calendar parses — a cron expression that matches some time, in a time zone
+//! of the bundled IANA database, or an interval — and fires no more often
+//! than [`MIN_SPACING_SECONDS`]; the input function exists with two
+//! parameters ([`functions`](super::functions) reports that) and, called at a
+//! sample instant (the schedule's first firing after [`SAMPLE_AFTER`]), returns
+//! an input the input schema accepts.
+
+use coordinator_functions::Functions;
+use serde_json::Value;
+
+use crate::diagnostic::Code;
+use crate::json_schema;
+use crate::model::workflow::Schedule;
+use crate::schedule::{Calendar, CalendarError, calendar_of};
+use crate::yaml::{Part, Path};
+
+use super::context::Ctx;
+
+/// The shortest time between two firings of a schedule, in seconds.
+pub const MIN_SPACING_SECONDS: i64 = 10;
+/// The instant sample firings are counted from: 2026-01-01T00:00:00Z.
+pub const SAMPLE_AFTER: i64 = 1_767_225_600_000;
+/// Firings looked at for the spacing proof.
+const SPACING_FIRINGS: usize = 20;
+
+/// Runs the schedule proofs with the compiled functions (none: the functions
+/// file did not compile, and its own diagnostic says why).
+pub fn check(cx: &mut Ctx<'_>, functions: Option<&Functions>) {
+    let wf = cx.wf;
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, schedule) in wf.schedules.iter().enumerate() {
+        let path = Path::root().key("schedules").index(i);
+        if seen.contains(&schedule.id.as_str()) {
+            cx.error(
+                Code::ScheduleDuplicate,
+                &path.key("id"),
+                Part::Value,
+                format!("two schedules have the id `{}`", schedule.id),
+                "give each schedule its own id: it is part of each firing's idempotency key",
+            );
+        }
+        seen.push(&schedule.id);
+        let Some(calendar) = calendar(cx, &path, schedule) else { continue };
+        spacing(cx, &path, schedule, &calendar);
+        if let Some(functions) = functions {
+            input(cx, &path, schedule, &calendar, functions);
+        }
+    }
+}
+
+/// The schedule's calendar, or its diagnostic.
+fn calendar(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule) -> Option<Calendar> {
+    match calendar_of(schedule) {
+        Ok(calendar) => Some(calendar),
+        Err(CalendarError::Zone(zone)) => {
+            cx.error(
+                Code::ScheduleTimeZoneUnknown,
+                &path.key("timeZone"),
+                Part::Value,
+                format!("`{zone}` is not a time zone of the IANA database"),
+                "name a zone such as `Europe/Berlin`, `America/New_York` or `UTC` (case matters)",
+            );
+            None
+        }
+        Err(error @ (CalendarError::Cron(_) | CalendarError::Never)) => {
+            cx.error(
+                Code::ScheduleCronInvalid,
+                &path.key("cron"),
+                Part::Value,
+                error.to_string(),
+                "write five fields `minute hour day-of-month month day-of-week` (or six, seconds first), \
+                 such as `0 8 * * MON-FRI`, or a nickname such as `@daily`",
+            );
+            None
+        }
+        Err(error @ (CalendarError::Interval | CalendarError::Anchor(_))) => {
+            let field = if matches!(error, CalendarError::Anchor(_)) { "anchor" } else { "intervalSeconds" };
+            cx.error(
+                Code::SchemaInvalidValue,
+                &path.key(field),
+                Part::Value,
+                error.to_string(),
+                "an interval is a whole number of seconds from an RFC 3339 `anchor`",
+            );
+            None
+        }
+    }
+}
+
+/// No two of the sample firings closer than the floor.
+fn spacing(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule, calendar: &Calendar) {
+    let firings = calendar.upcoming(SAMPLE_AFTER, SPACING_FIRINGS);
+    let closest = firings.windows(2).map(|w| w[1] - w[0]).min();
+    if closest.is_some_and(|gap| gap < MIN_SPACING_SECONDS * 1000) {
+        let field = if schedule.cron.is_some() { "cron" } else { "intervalSeconds" };
+        cx.error(
+            Code::ScheduleTooFrequent,
+            &path.key(field),
+            Part::Value,
+            format!(
+                "schedule `{}` fires {} ms apart; a schedule fires at most every {MIN_SPACING_SECONDS} seconds",
+                schedule.id,
+                closest.unwrap_or_default()
+            ),
+            format!("fire every {MIN_SPACING_SECONDS} seconds or less often"),
+        );
+    }
+}
+
+/// The input function's result at the first sample firing matches the input schema.
+fn input(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule, calendar: &Calendar, functions: &Functions) {
+    let function = &schedule.input.function;
+    let takes_two = cx.functions.as_ref().and_then(|f| f.get(function)).is_some_and(|a| a.contains(&2));
+    let Some(at) = calendar.next_after(SAMPLE_AFTER) else { return };
+    let Ok(validator) = json_schema::compile(&cx.wf.input) else { return };
+    if !takes_two {
+        return;
+    }
+    let nominal = crate::machine::time::Instant(at).to_rfc3339();
+    let help = "return an object the workflow's `input` schema accepts, computed from the instant and the id";
+    let place = path.key("input").key("function");
+    match functions.call(function, &[Value::String(nominal.clone()), Value::String(schedule.id.clone())]) {
+        Err(e) => cx.error(
+            Code::ScheduleInputInvalid,
+            &place,
+            Part::Value,
+            format!("`{function}` fails at the sample instant {nominal}: {e}"),
+            help,
+        ),
+        Ok(returned) => {
+            let violations = json_schema::violations(&validator, &returned);
+            if let Some(first) = violations.first() {
+                let at_pointer =
+                    if first.pointer.is_empty() { "the input".to_owned() } else { format!("`{}`", first.pointer) };
+                cx.error(
+                    Code::ScheduleInputInvalid,
+                    &place,
+                    Part::Value,
+                    format!(
+                        "`{function}` returns an input the schema refuses at the sample instant {nominal}: {at_pointer} {}",
+                        first.message
+                    ),
+                    help,
+                );
+            }
+        }
+    }
+}
