@@ -77,6 +77,19 @@ fn weekdays_at_eight_in_the_office_zone_and_seconds_when_given() {
         ["2026-12-07T10:00:30+00:00", "2026-12-07T10:01:00+00:00"]
     );
     assert_eq!(firings(&cron("@daily", "UTC"), "2026-12-07T10:00:00Z", 1), ["2026-12-08T00:00:00+00:00"]);
+    for (nickname, next) in [
+        ("@hourly", "2026-12-07T11:00:00+00:00"),
+        ("@weekly", "2026-12-13T00:00:00+00:00"),
+        ("@monthly", "2027-01-01T00:00:00+00:00"),
+        ("@yearly", "2027-01-01T00:00:00+00:00"),
+    ] {
+        assert_eq!(firings(&cron(nickname, "UTC"), "2026-12-07T10:00:00Z", 1), [next], "{nickname}");
+    }
+    // A day of the month and a day of the week both given: either matches (Friday the 11th comes first).
+    assert_eq!(
+        firings(&cron("0 0 13 * FRI", "UTC"), "2026-12-07T10:00:00Z", 2),
+        ["2026-12-11T00:00:00+00:00", "2026-12-13T00:00:00+00:00"]
+    );
 }
 
 #[test]
