@@ -32,7 +32,7 @@ async function snap(page, name) {
   await page.screenshot({ path: `${shots}/${String(shot).padStart(2, "0")}-${name}.png`, fullPage: true });
 }
 
-// axe-core on the page as it is: no serious or critical violation.
+// axe-core on the page as it is: no serious or critical violation; and no Markdown in its words.
 async function accessible(page, name) {
   await page.evaluate(axeSource);
   const found = await page.evaluate(async () => {
@@ -42,6 +42,9 @@ async function accessible(page, name) {
       .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
   });
   check(found.length === 0, `accessibility of ${name}: ${found.join("; ")}`);
+  // Words, not Markdown: no page shows a backtick.
+  const text = await page.evaluate(() => document.body.innerText);
+  check(!text.includes("`"), `${name} shows a backtick: ${text.slice(Math.max(0, text.indexOf("`") - 80), text.indexOf("`") + 80)}`);
 }
 
 async function signIn(context, bearer, base = url) {
