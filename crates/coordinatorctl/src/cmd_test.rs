@@ -1,5 +1,5 @@
 //! `coordinatorctl test`: run the project's `scenarios.yaml` on a virtual clock
-//! through the same state machine as the service.
+//! through the same state machine as the service, and its schedules' firings.
 
 use std::path::Path;
 
@@ -64,9 +64,11 @@ pub fn run(project: &Path, format: Format) -> Exit {
             return Exit::Refused;
         }
     };
-    let cases = &scenarios.cases;
+    let (cases, firings) = (&scenarios.cases, &scenarios.firings);
     let reports = coordinator_functions::with_call_stack(&Limits::default(), || {
-        scenario::run_all(&workflow, cases, &Settings::default())
+        let mut reports = scenario::run_all(&workflow, cases, &Settings::default());
+        reports.extend(firings.iter().map(|case| scenario::run_firings(&workflow, case)));
+        reports
     });
     let failed = reports.iter().filter(|r| !r.passed).count();
     match format {

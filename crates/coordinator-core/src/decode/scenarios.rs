@@ -13,7 +13,8 @@ use chrono::DateTime;
 use crate::diagnostic::{Code, Span};
 use crate::model::run::{EffectState, RunState};
 use crate::model::scenarios::{
-    Case, Expect, Notification, OperatorAction, OperatorActions, ReceiptResult, Reply, ScenariosFile, ScenariosKind,
+    Case, Expect, ExpectedFiring, FiringsCase, Notification, OperatorAction, OperatorActions, ReceiptResult, Reply,
+    ScenariosFile, ScenariosKind,
 };
 use crate::model::{API_VERSION, ApiVersion};
 use crate::yaml::{Key, Node, NodeValue};
@@ -65,18 +66,53 @@ const OPERATOR_ACTIONS: &[(&str, OperatorAction)] = &[
 /// unknown field is reported without making the result `None`, so any error
 /// diagnostic refuses the file.
 pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<ScenariosFile> {
-    let top = ["apiVersion", "kind", "cases"];
-    let f = d.object(root, "the scenarios file", Span::at(1, 1), &top, &top)?;
+    let top = ["apiVersion", "kind", "cases", "firings"];
+    let f = d.object(root, "the scenarios file", Span::at(1, 1), &top, &top[..2])?;
     let api_version = f.get("apiVersion").and_then(|n| d.one_of(n, "apiVersion", &[(API_VERSION, ApiVersion::V1)]));
     let kind = f.get("kind").and_then(|n| d.one_of(n, "kind", &[("Scenarios", ScenariosKind::Scenarios)]));
-    let cases = f.get("cases").and_then(|n| cases(d, n));
-    Some(ScenariosFile { api_version: api_version?, kind: kind?, cases: cases? })
+    // Case id -> line of its first use, for the duplicate message (one namespace for both lists).
+    let mut seen = BTreeMap::new();
+    let cases = match f.get("cases") {
+        None => Some(Vec::new()),
+        Some(n) => cases(d, n, &mut seen),
+    };
+    let firings = match f.get("firings") {
+        None => Some(Vec::new()),
+        Some(n) => d.seq_of(n, "`firings`", |d, _, item| firings_case(d, item, &mut seen)),
+    };
+    if f.get("cases").is_none() && f.get("firings").is_none() {
+        d.report(
+            Code::SchemaMissingField,
+            Span::at(1, 1),
+            "the scenarios file has neither `cases` nor `firings`",
+            "add `cases` (runs) or `firings` (a schedule's firings); a file without either tests nothing",
+        );
+        return None;
+    }
+    Some(ScenariosFile { api_version: api_version?, kind: kind?, cases: cases?, firings: firings? })
 }
 
-fn cases(d: &mut Decoder<'_>, node: &Node) -> Option<Vec<Case>> {
-    // Case id -> line of its first use, for the duplicate message.
-    let mut seen = BTreeMap::new();
-    let cases = d.seq_of(node, "`cases`", |d, _, item| case(d, item, &mut seen))?;
+const FIRINGS_FIELDS: &[&str] = &["id", "schedule", "from", "until", "expect"];
+
+fn firings_case(d: &mut Decoder<'_>, node: &Node, seen: &mut BTreeMap<String, usize>) -> Option<FiringsCase> {
+    let f = d.object(node, "a firings case", node.span, FIRINGS_FIELDS, FIRINGS_FIELDS)?;
+    let id = f.get("id").and_then(|n| case_id(d, n, seen));
+    let schedule = f.get("schedule").and_then(|n| d.name(n, "the schedule id"));
+    let from = f.get("from").and_then(|n| instant(d, n, "from"));
+    let until = f.get("until").and_then(|n| instant(d, n, "until"));
+    let expect = f.get("expect").and_then(|n| {
+        d.seq_of(n, "`expect`", |d, _, item| {
+            let g = d.object(item, "an expected firing", item.span, &["at", "input"], &["at"])?;
+            let at = g.get("at").and_then(|n| instant(d, n, "at"));
+            let input = g.get("input").map(|n| d.json(n));
+            Some(ExpectedFiring { at: at?, input })
+        })
+    });
+    Some(FiringsCase { id: id?, schedule: schedule?, from: from?, until: until?, expect: expect? })
+}
+
+fn cases(d: &mut Decoder<'_>, node: &Node, seen: &mut BTreeMap<String, usize>) -> Option<Vec<Case>> {
+    let cases = d.seq_of(node, "`cases`", |d, _, item| case(d, item, seen))?;
     if cases.is_empty() {
         d.invalid(node.span, "`cases` is empty", "add at least one case; a file without cases tests nothing");
         return None;

@@ -38,7 +38,43 @@ pub struct ScenariosFile {
     /// Always `Scenarios`.
     pub kind: ScenariosKind,
     /// The cases, run in this order; their ids are unique.
+    #[serde(default)]
     pub cases: Vec<Case>,
+    /// Schedule cases: a schedule's firings between two instants of the
+    /// virtual clock, and the input of each (ids unique among all cases).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub firings: Vec<FiringsCase>,
+}
+
+/// A schedule followed on the virtual clock: which nominal instants it fires
+/// at from `from` (exclusive) to `until` (inclusive), and with which input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FiringsCase {
+    /// The case id (a name), unique in the file.
+    pub id: String,
+    /// The schedule's id in `workflow.yaml`.
+    pub schedule: String,
+    /// Where the virtual clock starts, RFC 3339.
+    #[schemars(extend("format" = "date-time"))]
+    pub from: String,
+    /// Where it stops, RFC 3339.
+    #[schemars(extend("format" = "date-time"))]
+    pub until: String,
+    /// Every firing in between, in order (an empty list: none).
+    pub expect: Vec<ExpectedFiring>,
+}
+
+/// One expected firing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExpectedFiring {
+    /// The nominal instant, RFC 3339 (compared as an instant, any offset).
+    #[schemars(extend("format" = "date-time"))]
+    pub at: String,
+    /// The run input it admits (compared only when written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
 }
 
 /// One scripted run: its admission, the products' replies, the operator's

@@ -9,14 +9,19 @@
 //! the order run deadline, cancel, wait timeout, notification, then
 //! observations, timers and dispatches. A case stops when the run is terminal,
 //! or needs an operator and the case scripts no further action.
+//!
+//! Schedule cases ([`run_firings`]) follow a schedule's firings on the
+//! virtual clock and the input each would admit.
 
 mod compare;
+mod firings;
 mod script;
 
 use serde::Serialize;
 use serde_json::Value;
 
 pub use self::compare::{Actual, Difference};
+pub use self::firings::run_firings;
 use self::script::Script;
 use crate::machine::compiled::{Workflow, describe};
 use crate::machine::event::{Event, Timer};
@@ -47,6 +52,11 @@ pub struct CaseReport {
 pub enum Problem {
     /// An expectation differs from what happened.
     Difference(Difference),
+    /// A schedule case: the firings differ from the expected ones, or cannot be computed.
+    Firings {
+        /// What differs, or why the firings cannot be computed.
+        message: String,
+    },
     /// The case cannot run as scripted (a missing or unused reply, bad input).
     Script {
         /// The step concerned, if any.
@@ -60,6 +70,7 @@ impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Problem::Difference(d) => write!(f, "{d}"),
+            Problem::Firings { message } => f.write_str(message),
             Problem::Script { step: Some(step), message } => write!(f, "at step `{step}`: {message}"),
             Problem::Script { step: None, message } => f.write_str(message),
         }

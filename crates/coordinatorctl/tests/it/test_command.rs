@@ -535,3 +535,108 @@ fn a_project_that_does_not_check_is_refused_before_any_case_runs() {
     assert_eq!(report["diagnostics"][0]["code"], "graph.unknown-step");
     assert!(report.get("cases").is_none(), "{report}");
 }
+
+/// A schedule project: `ok-schedules` of the checker corpus (a cron schedule
+/// in Berlin and an interval), with `scenarios` as its scenarios file.
+fn schedule_project(dir: &Path, scenarios: &str) -> PathBuf {
+    let project = dir.join("project");
+    copy_dir(&repo().join("crates/coordinator-core/tests/corpus/ok-schedules"), &project);
+    let _ = std::fs::remove_file(project.join("expected.txt"));
+    write(&project.join("scenarios.yaml"), scenarios);
+    project
+}
+
+const FIRINGS: &str = r#"apiVersion: coordinator/v1
+kind: Scenarios
+firings:
+  - id: nightly-over-the-spring-change
+    schedule: nightly
+    from: "2026-03-27T12:00:00Z"
+    until: "2026-03-30T12:00:00Z"
+    expect:
+      - {at: "2026-03-28T01:30:00Z", input: {day: "2026-03-28", schedule: nightly}}
+      - {at: "2026-03-29T03:00:00+02:00", input: {day: "2026-03-29", schedule: nightly}}
+      - {at: "2026-03-30T00:30:00Z"}
+  - id: nightly-over-the-autumn-change
+    schedule: nightly
+    from: "2026-10-24T12:00:00Z"
+    until: "2026-10-26T12:00:00Z"
+    expect:
+      - {at: "2026-10-25T00:30:00Z"}
+      - {at: "2026-10-26T01:30:00Z"}
+  - id: every-hour-from-the-anchor
+    schedule: hourly-check
+    from: "2026-01-01T00:00:00Z"
+    until: "2026-01-01T02:00:00Z"
+    expect:
+      - {at: "2026-01-01T00:15:00Z", input: {day: "2026-01-01", schedule: hourly-check}}
+      - {at: "2026-01-01T01:15:00Z"}
+"#;
+
+#[test]
+fn schedule_cases_follow_the_firings_across_daylight_saving_and_say_where_they_differ() {
+    let dir = tempdir();
+    let project = schedule_project(dir.path(), FIRINGS);
+    let out = test_project(&project, false);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("pass  nightly-over-the-spring-change\n"), "{}", stdout(&out));
+    assert!(stdout(&out).ends_with("3 passed, 0 failed\n"), "{}", stdout(&out));
+
+    // 02:30 does not happen on 29 March in Berlin: expecting it there fails, and says when it fires.
+    let wrong = FIRINGS.replace("2026-03-29T03:00:00+02:00", "2026-03-29T02:30:00+02:00");
+    let project = schedule_project(&dir.path().join("wrong"), &wrong);
+    let out = test_project(&project, false);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "FAIL  nightly-over-the-spring-change\n      firing 2: expected at 2026-03-29T00:30:00Z (2026-03-29 01:30:00 CET \
+             (+01:00)), fires at 2026-03-29T01:00:00Z (2026-03-29 03:00:00 CEST (+02:00))\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    // One firing too few, and another input, each named.
+    let short = FIRINGS.replace("      - {at: \"2026-10-26T01:30:00Z\"}\n", "");
+    let out = test_project(&schedule_project(&dir.path().join("short"), &short), true);
+    let report = json(&out);
+    let failure = report["cases"].as_array().into_iter().flatten().find(|c| c["passed"] == false).cloned();
+    assert_eq!(failure.as_ref().map(|c| c["id"].clone()), Some(json!("nightly-over-the-autumn-change")), "{report}");
+    let message = failure.map(|c| c["problem"].to_string()).unwrap_or_default();
+    assert!(message.contains("1 firing(s) expected, but the schedule fires 2"), "{message}");
+    let other = FIRINGS
+        .replace("{day: \"2026-01-01\", schedule: hourly-check}", "{day: \"2026-01-02\", schedule: hourly-check}");
+    let out = test_project(&schedule_project(&dir.path().join("other"), &other), false);
+    assert!(
+        stdout(&out).contains("firing 1 at 2026-01-01T00:15:00Z (2026-01-01 00:15:00 UTC): the input differs"),
+        "{}",
+        stdout(&out)
+    );
+    // An unknown schedule is named.
+    let unknown = FIRINGS.replace("schedule: hourly-check\n    from", "schedule: weekly\n    from");
+    let out = test_project(&schedule_project(&dir.path().join("unknown"), &unknown), false);
+    assert!(
+        stdout(&out).contains("the workflow has no schedule `weekly` (it has: nightly, hourly-check)"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn explain_prints_each_schedules_next_five_firings() {
+    let dir = tempdir();
+    let project = schedule_project(dir.path(), FIRINGS);
+    let out = ctl(&["explain", "--project", &project.display().to_string()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("\nschedule nightly\n  when            cron `30 2 * * *` in Europe/Berlin\n"), "{text}");
+    assert!(
+        text.contains("\nschedule hourly-check\n  when            every 3600 s from 2026-01-01T00:15:00Z\n"),
+        "{text}"
+    );
+    let firings = text.lines().filter(|l| l.contains(" = 20") && l.ends_with('Z')).count();
+    assert_eq!(firings, 10, "five firings of each schedule: {text}");
+    let out = ctl(&["explain", "--project", &project.display().to_string(), "--format", "json"]);
+    let value = json(&out);
+    assert_eq!(value["schedules"][0]["next"].as_array().map(Vec::len), Some(5), "{value}");
+    assert_eq!(value["schedules"][1]["overlap"], "one-pending");
+}
