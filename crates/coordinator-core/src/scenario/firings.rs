@@ -16,7 +16,12 @@ use crate::schedule::calendar_of;
 const MOST_FIRINGS: usize = 10_000;
 
 fn failed(case: &FiringsCase, message: impl Into<String>) -> CaseReport {
-    CaseReport { id: case.id.clone(), passed: false, problem: Some(Problem::Firings { message: message.into() }), actual: None }
+    CaseReport {
+        id: case.id.clone(),
+        passed: false,
+        problem: Some(Problem::Firings { message: message.into() }),
+        actual: None,
+    }
 }
 
 /// Runs one schedule case.

@@ -114,6 +114,7 @@ fn standing(row: &coordinator_store::RunRow) -> String {
 async fn run_lines(
     state: &ApiState,
     id: &str,
+    action: &str,
     outcome: Option<&str>,
     after: Option<&str>,
 ) -> Result<(Vec<RunLine>, Option<String>), EngineError> {
@@ -126,7 +127,7 @@ async fn run_lines(
         .iter()
         .map(|r| {
             let did = match (r.outcome.as_deref(), r.code.as_deref()) {
-                (Some("done"), _) => "done".to_owned(),
+                (Some("done"), _) => format!("{action}: applied"),
                 (Some("refused"), Some(code)) => format!("refused by the rules: {code}"),
                 (Some(other), _) => other.to_owned(),
                 (None, _) => "not yet".to_owned(),
@@ -196,7 +197,7 @@ pub(super) async fn page_of(
         Ok(found) => found,
         Err(response) => return response,
     };
-    let (runs, next) = match run_lines(&state, &id, outcome, after.as_deref()).await {
+    let (runs, next) = match run_lines(&state, &id, &batch.action, outcome, after.as_deref()).await {
         Ok(found) => found,
         Err(e) => return internal(e),
     };
