@@ -130,8 +130,7 @@ pub(super) async fn runs(
             "outcome" if ["done", "refused", "pending"].contains(&value.as_str()) => outcome = Some(value),
             "outcome" => return Err(ApiError::bad_request("`outcome` is done, refused or pending")),
             "after" => {
-                let run = uuid::Uuid::try_parse(&value).map_err(|_| ApiError::bad_request("`after` is a run id"))?;
-                after = Some(run.hyphenated().to_string());
+                after = Some(hyphenated_uuid(&value).ok_or_else(|| ApiError::bad_request("`after` is a run id"))?);
             }
             "limit" => {
                 let n = value.parse::<u32>().ok().filter(|n| (1..=MOST_PER_PAGE).contains(n));
@@ -263,20 +262,31 @@ fn request_of(body: &Value) -> Result<(BatchRequest, bool), ApiError> {
     Ok((request, dry))
 }
 
+/// `text` as a run id when it is a UUID in its hyphenated form (any case), lowercased.
+fn hyphenated_uuid(text: &str) -> Option<String> {
+    let is_hyphenated = text.len() == 36 && text.chars().filter(|c| *c == '-').count() == 4;
+    is_hyphenated.then(|| uuid::Uuid::try_parse(text).ok()).flatten().map(|id| id.hyphenated().to_string())
+}
+
 /// A filter's `runs`: 1 to [`MOST_NAMED_RUNS`] run ids (UUIDs, any case), kept canonical.
 fn run_ids(value: &Value) -> Result<Vec<String>, ApiError> {
     let shape = || {
         ApiError::bad_request(format!("filter `runs` is a list of 1 to {MOST_NAMED_RUNS} run ids (UUIDs), each once"))
     };
     let list = value.as_array().filter(|l| (1..=MOST_NAMED_RUNS).contains(&l.len())).ok_or_else(shape)?;
+    let mut written: Vec<&str> = Vec::with_capacity(list.len());
     let mut ids = Vec::with_capacity(list.len());
     for item in list {
-        let id = item.as_str().and_then(|t| uuid::Uuid::try_parse(t).ok()).ok_or_else(shape)?;
-        let id = id.hyphenated().to_string();
-        if ids.contains(&id) {
+        let text = item.as_str().ok_or_else(shape)?;
+        if written.contains(&text) {
             return Err(shape());
         }
-        ids.push(id);
+        written.push(text);
+        // The same run spelled in another case counts once.
+        let id = hyphenated_uuid(text).ok_or_else(shape)?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
     }
     Ok(ids)
 }

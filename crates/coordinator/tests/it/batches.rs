@@ -151,6 +151,14 @@ fn a_batch_request_names_what_is_wrong() {
             (json!({"action": "cancel", "reason": "x", "extra": 1}), "unknown field `extra`"),
             (json!({"action": "cancel", "reason": "x", "filter": {"runs": []}}), "filter `runs`"),
             (json!({"action": "cancel", "reason": "x", "filter": {"runs": ["not-a-run"]}}), "filter `runs`"),
+            (
+                json!({"action": "cancel", "reason": "x", "filter": {"runs": ["0199c8a05c2e7d419b3a6f1e2d4c8a10"]}}),
+                "filter `runs`",
+            ),
+            (
+                json!({"action": "cancel", "reason": "x", "filter": {"runs": ["0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10", "0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10"]}}),
+                "filter `runs`",
+            ),
         ] {
             let (status, error) = post(&format!("{url}/v1/batches"), &body).await;
             assert_eq!((status, error["code"].as_str()), (400, Some("request.invalid")), "{body}: {error}");
