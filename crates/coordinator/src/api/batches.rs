@@ -32,8 +32,9 @@ use coordinator_core::machine::search_keys::MAX_SEARCH_KEY_CHARS;
 use crate::engine::connections::{MAX_REASON_CHARS, reason_ok};
 use crate::engine::error::EngineError;
 
-/// The largest body a batch request accepts.
-const BODY_LIMIT: usize = 64 << 10;
+/// The largest body a batch request accepts: room for the most run ids a
+/// filter may name, and for a malformed body to be read and named (`400`).
+const BODY_LIMIT: usize = 1 << 20;
 /// What the body must look like.
 const SHAPE: &str = "send a JSON object {\"action\": \"reconcile\" | \"retry-same\" | \"cancel\", \"filter\": {…}, \
      \"reason\": \"why\", \"dryRun\": false}";
