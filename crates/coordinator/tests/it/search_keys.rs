@@ -111,7 +111,7 @@ fn runs_are_found_by_their_search_keys_and_idempotency_key() {
         let cookie = console_cookie(&url).await;
         let (status, html) = console_page(&url, &cookie, &format!("/console/runs/{a}")).await;
         assert_eq!(status, 200);
-        assert!(html.contains("<dt>Idempotency key</dt><dd>case-a</dd>"), "{html}");
+        assert!(html.contains("<dt>Idempotency key</dt><dd><span data-copy>case-a</span></dd>"), "{html}");
         assert!(html.contains(&format!("<dt>Search key</dt><dd>application = {x1}</dd>")), "{html}");
         let (status, html) = console_page(&url, &cookie, &format!("/console/runs?key=application%3D{x2}")).await;
         assert_eq!(status, 200);
