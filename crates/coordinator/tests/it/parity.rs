@@ -14,7 +14,7 @@
 //! `refuse` fault with its code, `retryable` an `unavailable` fault (503),
 //! `uncertain` a `drop-response-after-effect` fault (mutations; a
 //! `drop-request` fault, which loses the request without acting, when the
-//! script's receipt then says `not-found`) or a `timeout` fault past the 1 s
+//! script's receipt then says `not-found`) or a `timeout` fault past the 5 s
 //! request timeout (reads), `accepted` and a `found` or `not-found` receipt are
 //! the simulators' own answers. Virtual time passes on the service's clock
 //! (`Engine::advance_clock`): each `pending` observation comes when the clock
@@ -154,7 +154,7 @@ async fn script_products(stack: &Stack, workflow: &Workflow, case: &Case) {
                 }
                 Reply::Retryable { .. } => json!({"operation": operation, "fault": "unavailable", "count": count}),
                 Reply::Uncertain { .. } if kind == Effect::Read => {
-                    json!({"operation": operation, "fault": "timeout", "delaySeconds": 2, "count": count})
+                    json!({"operation": operation, "fault": "timeout", "delaySeconds": 10, "count": count})
                 }
                 Reply::Uncertain { .. } if lost_before_acting => {
                     json!({"operation": operation, "fault": "drop-request", "count": count})
@@ -339,7 +339,9 @@ async fn compare(id: &str) {
     assert!(report.passed, "{id} fails under coordinatorctl test: {:?}", report.problem);
     let Some(scripted) = report.actual else { panic!("{id}: no result") };
 
-    let stack = Stack::start(StackOptions { notify: false, request_seconds: 1, ..StackOptions::default() }).await;
+    // Requests time out after 5 s: a loaded machine answers within it; a
+    // scripted `timeout` fault (10 s) does not.
+    let stack = Stack::start(StackOptions { notify: false, request_seconds: 5, ..StackOptions::default() }).await;
     assert_eq!(stack.revision, workflow.revision, "the service runs the revision the scenarios test");
     script_products(&stack, &workflow, case).await;
     let (run, served) = drive(&stack, case).await;
