@@ -4,13 +4,11 @@
 
 use coordinator_core::machine::time::Instant;
 use coordinator_core::model::workflow::{Overlap, Schedule};
-use coordinator_core::schedule::{DEFAULT_TIME_ZONE, calendar_of};
+use coordinator_core::schedule::{DEFAULT_ANCHOR, DEFAULT_CATCH_UP_SECONDS, DEFAULT_TIME_ZONE, calendar_of};
 use serde_json::{Value, json};
 
 /// Firings shown for each schedule.
 pub const NEXT: usize = 5;
-/// The catch-up window of a schedule that names none, in seconds.
-pub const DEFAULT_CATCH_UP_SECONDS: u64 = 3600;
 
 fn overlap(schedule: &Schedule) -> &'static str {
     match schedule.overlap.unwrap_or_default() {
@@ -32,7 +30,7 @@ fn when(schedule: &Schedule) -> String {
             format!("cron `{cron}` in {}", schedule.time_zone.as_deref().unwrap_or(DEFAULT_TIME_ZONE))
         }
         (None, Some(seconds)) => {
-            format!("every {seconds} s from {}", schedule.anchor.as_deref().unwrap_or("1970-01-01T00:00:00Z"))
+            format!("every {seconds} s from {}", schedule.anchor.as_deref().unwrap_or(DEFAULT_ANCHOR))
         }
         (None, None) => String::new(),
     }

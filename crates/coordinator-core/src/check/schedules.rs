@@ -28,6 +28,8 @@ const SPACING_FIRINGS: usize = 20;
 /// file did not compile, and its own diagnostic says why).
 pub fn check(cx: &mut Ctx<'_>, functions: Option<&Functions>) {
     let wf = cx.wf;
+    // The input schema, compiled once (an invalid one has its own diagnostic).
+    let validator = if wf.schedules.is_empty() { None } else { json_schema::compile(&wf.input).ok() };
     let mut seen: Vec<&str> = Vec::new();
     for (i, schedule) in wf.schedules.iter().enumerate() {
         let path = Path::root().key("schedules").index(i);
@@ -43,8 +45,8 @@ pub fn check(cx: &mut Ctx<'_>, functions: Option<&Functions>) {
         seen.push(&schedule.id);
         let Some(calendar) = calendar(cx, &path, schedule) else { continue };
         spacing(cx, &path, schedule, &calendar);
-        if let Some(functions) = functions {
-            input(cx, &path, schedule, &calendar, functions);
+        if let (Some(functions), Some(validator)) = (functions, &validator) {
+            input(cx, &path, schedule, &calendar, functions, validator);
         }
     }
 }
@@ -109,11 +111,17 @@ fn spacing(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule, calendar: &Calend
 }
 
 /// The input function's result at the first sample firing matches the input schema.
-fn input(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule, calendar: &Calendar, functions: &Functions) {
+fn input(
+    cx: &mut Ctx<'_>,
+    path: &Path,
+    schedule: &Schedule,
+    calendar: &Calendar,
+    functions: &Functions,
+    validator: &jsonschema::Validator,
+) {
     let function = &schedule.input.function;
     let takes_two = cx.functions.as_ref().and_then(|f| f.get(function)).is_some_and(|a| a.contains(&2));
     let Some(at) = calendar.next_after(SAMPLE_AFTER) else { return };
-    let Ok(validator) = json_schema::compile(&cx.wf.input) else { return };
     if !takes_two {
         return;
     }
@@ -129,7 +137,7 @@ fn input(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule, calendar: &Calendar
             help,
         ),
         Ok(returned) => {
-            let violations = json_schema::violations(&validator, &returned);
+            let violations = json_schema::violations(validator, &returned);
             if let Some(first) = violations.first() {
                 let at_pointer =
                     if first.pointer.is_empty() { "the input".to_owned() } else { format!("`{}`", first.pointer) };
