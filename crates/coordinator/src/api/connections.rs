@@ -127,7 +127,7 @@ async fn authorized(
         return Err(ApiError::bad_request(SHAPE));
     }
     let bytes = super::body::within(body, BODY_LIMIT).await?;
-    let body: ReasonBody = serde_json::from_slice(&bytes).map_err(|_| ApiError::bad_request(SHAPE))?;
+    let body: ReasonBody = super::decode::object(&bytes).ok_or_else(|| ApiError::bad_request(SHAPE))?;
     if !crate::engine::connections::reason_ok(&body.reason) {
         return Err(ApiError::bad_request(format!("a reason of 1 to {MAX_REASON_CHARS} characters is required")));
     }

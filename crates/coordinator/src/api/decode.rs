@@ -95,7 +95,7 @@ pub fn completion_reference(bytes: &[u8]) -> Option<String> {
 
 /// `T` read from a JSON object. Not `serde_json::from_slice::<T>`: serde
 /// also reads a struct from an array of its fields in order.
-fn object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+pub(super) fn object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
     match serde_json::from_slice(bytes).ok()? {
         map @ Value::Object(_) => serde_json::from_value(map).ok(),
         _ => None,

@@ -62,7 +62,7 @@ async fn reason_of(headers: &HeaderMap, body: Body) -> Result<Option<String>, Ap
     if !super::body::is_json(headers) {
         return Err(ApiError::bad_request(SHAPE));
     }
-    let body: ReasonBody = serde_json::from_slice(&bytes).map_err(|_| ApiError::bad_request(SHAPE))?;
+    let body: ReasonBody = super::decode::object(&bytes).ok_or_else(|| ApiError::bad_request(SHAPE))?;
     match body.reason {
         None => Ok(None),
         Some(reason) if crate::engine::connections::reason_ok(&reason) => {

@@ -56,7 +56,10 @@ fn the_journal_is_chained_attributed_and_free_of_payloads() {
         let cancelled = admit(&url, &dev.revision, "audit-2").await;
         let (status, answer) = post(&format!("{url}/v1/runs/{cancelled}/cancel"), &json!({})).await;
         assert_eq!(status, 202, "{answer}");
-        for unusable in [json!({"reason": "  "}), json!({"why": "x"}), json!("restored")] {
+        // An array is not an object, though serde would read one as a struct of its fields.
+        for unusable in
+            [json!({"reason": "  "}), json!({"why": "x"}), json!("restored"), json!([]), json!(["restored"])]
+        {
             let (status, answer) = post(&format!("{url}/v1/restore-hold"), &unusable).await;
             assert_eq!((status, answer["code"].as_str()), (400, Some("request.invalid")), "{unusable}: {answer}");
         }

@@ -128,6 +128,7 @@ fn pausing_refuses_what_it_cannot_do_and_changes_nothing() {
             json!({"reason": "r", "more": 1}),
             json!({"reason": "x".repeat(501)}),
             json!("stop"),
+            json!(["stop"]),
         ] {
             let (status, answer) = post(&url("registry"), &body).await;
             assert_eq!((status, answer["code"].as_str()), (400, Some("request.invalid")), "{body}: {answer}");
