@@ -79,6 +79,7 @@ mod persist;
 mod remote;
 mod retention;
 mod runs;
+mod schedules;
 mod schema;
 mod search_keys;
 pub mod snapshot_frame;
@@ -102,6 +103,7 @@ pub use fence::{DatabaseIdentity, FENCE_ACTOR, Reading};
 pub use hold::Hold;
 pub use persist::{TIMER_WAKE_HORIZON_MS, timer_wakes, wakes_workers};
 pub use retention::{AHEAD_DAYS, Cut, DAY_MS, Prepared, day_of, id_ms, run_id_bound};
+pub use schedules::{Paused, ScheduleMove, ScheduleRow, ScheduleSeed};
 pub use schema::Schema;
 pub use stats::{AttentionCount, QueueHeads};
 pub use types::{

@@ -45,6 +45,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (23, "connection allowances", include_str!("../migrations/sqlite/0023_connection_allowances.sql")),
     (24, "search keys", include_str!("../migrations/sqlite/0024_search_keys.sql")),
     (25, "batches", include_str!("../migrations/sqlite/0025_batches.sql")),
+    (26, "schedules", include_str!("../migrations/sqlite/0026_schedules.sql")),
 ];
 const PG: &[(i64, &str, &str)] = &[
     (1, "init", include_str!("../migrations/pg/0001_init.sql")),
@@ -72,6 +73,7 @@ const PG: &[(i64, &str, &str)] = &[
     (23, "connection allowances", include_str!("../migrations/pg/0023_connection_allowances.sql")),
     (24, "search keys", include_str!("../migrations/pg/0024_search_keys.sql")),
     (25, "batches", include_str!("../migrations/pg/0025_batches.sql")),
+    (26, "schedules", include_str!("../migrations/pg/0026_schedules.sql")),
 ];
 
 /// A released migration whose comments were reworded after its release.

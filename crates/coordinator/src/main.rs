@@ -15,6 +15,7 @@ use coordinator::Drained;
 use coordinator::process::deployment::{DeploymentError, RuntimeConfig};
 use coordinator::process::dev::{self, DevError, DevOptions};
 use coordinator::process::serve::{self, ServeError};
+use coordinator::process::test_clock;
 use coordinator::telemetry::logging::{self, LogSettings};
 use coordinator_core::diagnostic::Diagnostic;
 use coordinator_core::model::runtime::{LogFormat, Logging};
@@ -171,6 +172,13 @@ where
     }
 }
 
+/// Follows the test clock's file when the environment names one.
+fn follow_test_clock(engine: &std::sync::Arc<coordinator::Engine>) {
+    if let Some(file) = std::env::var_os(test_clock::VARIABLE) {
+        test_clock::follow(engine, file.into());
+    }
+}
+
 /// SIGTERM and SIGINT, the signals that drain the service.
 struct Signals {
     terminate: Signal,
@@ -227,6 +235,7 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e).context("starting coordinator dev"),
     };
+    follow_test_clock(&dev.engine);
     let url = dev.url();
     let input = project.join("input.json");
     println!("coordinator dev: workflow {} at revision {}", dev.workflow, dev.revision);
@@ -292,6 +301,7 @@ async fn run_serve(config: RuntimeConfig, mode: serve::Mode) -> ExitCode {
         Ok(service) => service,
         Err(e) => return refuse(&e),
     };
+    follow_test_clock(&service.engine);
     tracing::info!(
         workflow = %service.workflow,
         revision = %service.revision,

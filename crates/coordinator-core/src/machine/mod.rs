@@ -21,6 +21,7 @@ mod flow;
 mod mapping;
 mod operator;
 pub mod run;
+pub mod schedule_input;
 pub mod search_keys;
 pub mod time;
 pub mod trigger;

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::{CaseReport, Problem};
-use crate::machine::compiled::{Workflow, describe};
+use crate::machine::compiled::Workflow;
 use crate::machine::time::Instant;
 use crate::model::scenarios::FiringsCase;
 use crate::schedule::calendar_of;
@@ -50,23 +50,10 @@ pub fn run_firings(workflow: &Workflow, case: &FiringsCase) -> CaseReport {
             );
         }
         let nominal = Instant(next).to_rfc3339();
-        let args = [Value::String(nominal.clone()), Value::String(schedule.id.clone())];
-        let input = match workflow.functions.call(&schedule.input.function, &args) {
+        let input = match workflow.schedule_input(schedule, next) {
             Ok(input) => input,
-            Err(e) => {
-                return failed(case, format!("the firing at {nominal}: `{}` fails: {e}", schedule.input.function));
-            }
+            Err(e) => return failed(case, format!("the firing at {nominal}: {e}")),
         };
-        let violations = workflow.check_input(&input);
-        if !violations.is_empty() {
-            return failed(
-                case,
-                format!(
-                    "the firing at {nominal}: the input does not match the input schema: {}",
-                    describe(&violations)
-                ),
-            );
-        }
         fired.push((next, input));
         at = next;
     }

@@ -2,6 +2,7 @@
 //! schedule fires; [`calendar_of`] builds it from a `workflow.yaml` schedule.
 
 pub mod calendar;
+pub mod round;
 
 pub use calendar::{Calendar, CalendarError, zone};
 
@@ -13,6 +14,28 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
 pub const DEFAULT_ANCHOR: &str = "1970-01-01T00:00:00Z";
 /// The catch-up window of a schedule that names none, in seconds.
 pub const DEFAULT_CATCH_UP_SECONDS: u64 = 3600;
+
+/// What identifies a schedule's calendar: equal texts fire at the same
+/// instants, so a new revision with the same text keeps the stored next instant.
+#[must_use]
+pub fn calendar_text(schedule: &Schedule) -> String {
+    let zone = schedule.cron.as_ref().map(|_| schedule.time_zone.as_deref().unwrap_or(DEFAULT_TIME_ZONE));
+    let anchor = schedule.interval_seconds.map(|_| schedule.anchor.as_deref().unwrap_or(DEFAULT_ANCHOR));
+    serde_json::json!({
+        "cron": schedule.cron,
+        "timeZone": zone,
+        "intervalSeconds": schedule.interval_seconds,
+        "anchor": anchor,
+    })
+    .to_string()
+}
+
+/// The catch-up window of a schedule, in ms.
+#[must_use]
+pub fn catch_up_ms(schedule: &Schedule) -> i64 {
+    let seconds = schedule.catch_up_seconds.unwrap_or(DEFAULT_CATCH_UP_SECONDS);
+    i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
 
 /// The calendar of a schedule as written.
 ///

@@ -32,6 +32,8 @@ pub enum Code {
     ConnectionUnknown,
     /// `404 batch.unknown`: no batch has that id.
     BatchUnknown,
+    /// `404 schedule.unknown`: the workflow's active revision has no schedule of that id.
+    ScheduleUnknown,
     /// `409 revision.not-active`: the admission names another revision than the active one.
     RevisionNotActive,
     /// `409 idempotency.key-reused`: the key admitted a run with another revision, input or run id.
@@ -99,7 +101,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in the reference's order.
-    pub const ALL: [Code; 41] = [
+    pub const ALL: [Code; 42] = [
         Code::RequestInvalid,
         Code::IdempotencyKeyInvalid,
         Code::AuthUnauthenticated,
@@ -110,6 +112,7 @@ impl Code {
         Code::TriggerUnknown,
         Code::ConnectionUnknown,
         Code::BatchUnknown,
+        Code::ScheduleUnknown,
         Code::RevisionNotActive,
         Code::IdempotencyKeyReused,
         Code::RunIdTaken,
@@ -156,6 +159,7 @@ impl Code {
             Code::TriggerUnknown => "trigger.unknown",
             Code::ConnectionUnknown => "connection.unknown",
             Code::BatchUnknown => "batch.unknown",
+            Code::ScheduleUnknown => "schedule.unknown",
             Code::RevisionNotActive => "revision.not-active",
             Code::IdempotencyKeyReused => "idempotency.key-reused",
             Code::RunIdTaken => "run-id.taken",
@@ -200,7 +204,8 @@ impl Code {
             | Code::WorkflowUnknown
             | Code::TriggerUnknown
             | Code::ConnectionUnknown
-            | Code::BatchUnknown => StatusCode::NOT_FOUND,
+            | Code::BatchUnknown
+            | Code::ScheduleUnknown => StatusCode::NOT_FOUND,
             Code::RevisionNotActive
             | Code::IdempotencyKeyReused
             | Code::RunIdTaken

@@ -47,6 +47,7 @@ mod request_log;
 mod revisions;
 pub(crate) use request_log::SubjectSlot;
 mod runs;
+mod schedules;
 
 use std::sync::Arc;
 
@@ -162,6 +163,9 @@ fn table() -> Vec<Route> {
         route(Verb::Get, "/v1/connections", connections::list),
         route(Verb::Post, "/v1/connections/{name}/pause", connections::pause),
         route(Verb::Post, "/v1/connections/{name}/resume", connections::resume),
+        route(Verb::Get, "/v1/schedules", schedules::list),
+        route(Verb::Post, "/v1/schedules/{workflow}/{id}/pause", schedules::pause),
+        route(Verb::Post, "/v1/schedules/{workflow}/{id}/resume", schedules::resume),
         route(Verb::Get, "/v1/audit", audit::list),
         packages::activation(),
     ]
@@ -258,6 +262,7 @@ impl From<EngineError> for ApiError {
                 ApiError::new(Code::ConnectionUnknown, e.to_string())
             }
             EngineError::Connection(ConnectionRefusal::Reason) => ApiError::bad_request(e.to_string()),
+            EngineError::Schedule(_) => ApiError::new(Code::ScheduleUnknown, e.to_string()),
             EngineError::Seal(SealError::UnknownKey(ref id)) => {
                 tracing::error!(key_id = %id, "a run's data was sealed with a payload key this deployment does not hold");
                 ApiError::new(

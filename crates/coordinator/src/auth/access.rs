@@ -48,13 +48,25 @@ pub enum AccessError {
     /// A subject is empty.
     #[error("access: a subject must not be empty")]
     EmptySubject,
-    /// A token's subject starts with `trigger:`, which names the owners of runs triggers admit.
-    #[error("access.tokens: the subject `{0}` is reserved: `trigger:` subjects own the runs signed events admit")]
+    /// A token's subject starts with `trigger:` or `schedule:`, which name the
+    /// owners of runs triggers and schedules admit.
+    #[error(
+        "access.tokens: the subject `{0}` is reserved: `trigger:` and `schedule:` subjects own the runs signed \
+         events and schedules admit"
+    )]
     ReservedSubject(String),
 }
 
 /// The prefix of the subject that owns the runs a trigger admits (`trigger:<connection>`).
 pub const TRIGGER_SUBJECT_PREFIX: &str = "trigger:";
+/// The prefix of the subject that owns the runs a schedule admits (`schedule:<workflow>/<id>`).
+pub const SCHEDULE_SUBJECT_PREFIX: &str = "schedule:";
+
+/// Whether `subject` names what admits runs by itself (a trigger, a schedule):
+/// no token or identity may take it.
+pub fn is_reserved_subject(subject: &str) -> bool {
+    subject.starts_with(TRIGGER_SUBJECT_PREFIX) || subject.starts_with(SCHEDULE_SUBJECT_PREFIX)
+}
 
 /// A static bearer token with its subject and the roles it holds for every workflow.
 #[derive(Debug)]
@@ -259,7 +271,7 @@ impl Access {
             if credential.subject.is_empty() {
                 return Err(AccessError::EmptySubject);
             }
-            if credential.subject.starts_with(TRIGGER_SUBJECT_PREFIX) {
+            if is_reserved_subject(&credential.subject) {
                 return Err(AccessError::ReservedSubject(credential.subject));
             }
             let digest = digest(credential.token.expose());

@@ -27,7 +27,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, P
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
-use crate::auth::access::TRIGGER_SUBJECT_PREFIX;
+use crate::auth::access::is_reserved_subject;
 
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 pub const LEEWAY_SECONDS: u64 = 30;
@@ -260,7 +260,7 @@ impl Issuer {
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)?;
         match data.claims.sub {
-            Some(sub) if !sub.is_empty() && !sub.starts_with(TRIGGER_SUBJECT_PREFIX) => Ok(sub),
+            Some(sub) if !sub.is_empty() && !is_reserved_subject(&sub) => Ok(sub),
             _ => Err(JwtRefusal::Subject),
         }
     }

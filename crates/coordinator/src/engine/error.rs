@@ -68,6 +68,9 @@ pub enum EngineError {
     /// (`connection.unknown`, `request.invalid`).
     #[error("{0}")]
     Connection(#[from] crate::engine::connections::ConnectionRefusal),
+    /// A pause or resume of a schedule refused before anything was written (`schedule.unknown`).
+    #[error("{0}")]
+    Schedule(#[from] crate::engine::schedules::ScheduleRefusal),
     /// A stored package or snapshot cannot be used.
     #[error("corrupt state: {0}")]
     Corrupt(String),

@@ -72,6 +72,7 @@ pub mod package;
 pub mod recovery;
 mod remote_report;
 pub mod run_id;
+pub mod schedules;
 pub(crate) mod snapshot;
 pub mod trigger;
 pub(crate) mod wait_index;
@@ -222,6 +223,15 @@ impl Engine {
         let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         self.clock_offset_ms.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(o.saturating_add(by))).ok();
         self.wake.notify_one();
+    }
+
+    /// Sets how far this engine's clock is ahead of the system's (ms), for
+    /// tests whose processes travel in time together
+    /// ([`crate::process::test_clock`]); wakes the worker when it moved.
+    pub fn set_clock_offset(&self, offset_ms: i64) {
+        if self.clock_offset_ms.swap(offset_ms, Ordering::SeqCst) != offset_ms {
+            self.wake.notify_one();
+        }
     }
 
     /// The same engine in recovery-only mode (`coordinator serve

@@ -288,9 +288,6 @@ impl RuntimeConfig {
             .map_err(|e| DeploymentError::Package { path: shown.clone(), reason: format!("cannot read it: {e}") })?;
         let read = package::read(&bytes, Some(&pinned.digest))
             .map_err(|e| DeploymentError::Package { path: shown.clone(), reason: e.to_string() })?;
-        if let Some(reason) = crate::engine::package::unsupported(&read.definition) {
-            return Err(DeploymentError::Package { path: shown, reason });
-        }
         Ok(Package {
             revision: read.manifest.revision.clone(),
             workflow: read.manifest.workflow.clone(),

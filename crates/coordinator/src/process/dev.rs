@@ -65,9 +65,6 @@ pub enum DevError {
     /// Input/output (listener, data directory, randomness).
     #[error("{0}")]
     Io(String),
-    /// The project is valid but this release cannot run it.
-    #[error("{0}")]
-    Unsupported(String),
     /// The engine or store failed to start.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -128,9 +125,6 @@ impl Dev {
 pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
     let report = check_project(&ProjectDir::new(options.project.clone()))?;
     let Some(checked) = report.checked else { return Err(DevError::Refused(report.diagnostics)) };
-    if let Some(why) = crate::engine::package::unsupported(&checked.definition) {
-        return Err(DevError::Unsupported(why));
-    }
     let built = package::build(&checked, env!("CARGO_PKG_VERSION")).map_err(|e| DevError::Io(e.to_string()))?;
 
     let (temp, data_dir) = match options.data {

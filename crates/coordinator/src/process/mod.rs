@@ -9,6 +9,7 @@
 //!   [`project_dir`] (a project directory on disk as the checker's source).
 //! - [`tasks`]: the service's tasks and the order in which a drain stops them.
 //! - [`drain`]: the state of a stopping service.
+//! - [`test_clock`]: the clock tests move across processes (`COORDINATOR_TEST_CLOCK_FILE`).
 //! - [`janitor`]: vacuums the queue tables on PostgreSQL.
 //! - [`audit_chain`]: hash-chains the audit journal's pending entries in the
 //!   background.
@@ -22,3 +23,4 @@ pub mod janitor;
 pub mod project_dir;
 pub mod serve;
 pub(crate) mod tasks;
+pub mod test_clock;

@@ -1,8 +1,8 @@
 //! The tasks of a running service (`serve`, `dev`): the HTTP server (and the
 //! gRPC server of remote workers, when there are remote connections) and the
 //! engine's background tasks — the worker, the audit chain task
-//! ([`audit_chain`]), the batch task ([`Engine::work_batches`]) and the
-//! janitor (the last three
+//! ([`audit_chain`]), the batch task ([`Engine::work_batches`]), the
+//! schedule task ([`Engine::fire_schedules`]) and the janitor (the last four
 //! return at once in recovery-only mode, which writes nothing on its own) — and
 //! the order in which they stop.
 //!
@@ -53,6 +53,7 @@ pub(crate) struct Running {
     audit_chain: JoinHandle<()>,
     janitor: JoinHandle<()>,
     batches: JoinHandle<()>,
+    schedules: JoinHandle<()>,
     grpc: Option<crate::dispatch::remote::server::Grpc>,
 }
 
@@ -91,6 +92,10 @@ impl Running {
             batches: tokio::spawn({
                 let engine = Arc::clone(engine);
                 async move { engine.work_batches().await }
+            }),
+            schedules: tokio::spawn({
+                let engine = Arc::clone(engine);
+                async move { engine.fire_schedules().await }
             }),
             grpc,
         }
@@ -145,9 +150,12 @@ impl Running {
         }
         self.janitor.abort();
         self.audit_chain.abort();
-        // The batch task stopped at its next run once draining began, and gave its leases back.
+        // The batch and schedule tasks stop at their next round once draining began, and give their leases back.
         if timeout_at(deadline, &mut self.batches).await.is_err() {
             self.batches.abort();
+        }
+        if timeout_at(deadline, &mut self.schedules).await.is_err() {
+            self.schedules.abort();
         }
         // Sealing is best effort here: nothing uncertain hangs on it (see `seal_within`).
         if !engine.is_recovery_only() {
@@ -199,7 +207,7 @@ async fn seal_within(engine: &Engine, deadline: Instant) {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        for task in [&self.server, &self.worker, &self.audit_chain, &self.janitor, &self.batches] {
+        for task in [&self.server, &self.worker, &self.audit_chain, &self.janitor, &self.batches, &self.schedules] {
             task.abort();
         }
     }

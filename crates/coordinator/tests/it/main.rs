@@ -53,6 +53,7 @@ mod remote_api;
 mod remote_pace;
 mod remote_workers;
 mod restore_drill;
+mod schedules;
 mod search_keys;
 mod serve;
 mod traces;

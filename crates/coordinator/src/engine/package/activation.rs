@@ -85,9 +85,6 @@ impl Engine {
             other => ActivationError::Invalid(other.to_string()),
         })?;
         let definition = package.definition;
-        if let Some(why) = super::unsupported(&definition) {
-            return Err(ActivationError::Invalid(why));
-        }
         for (alias, op) in &definition.operations {
             if !self.connections.contains_key(&op.connection) && !self.remote.contains_key(&op.connection) {
                 return Err(ActivationError::UnknownConnection {

@@ -1,0 +1,131 @@
+//! `GET /v1/schedules`, `POST /v1/schedules/{workflow}/{id}/pause` and
+//! `/resume` (docs/reference/service.md#schedules): the schedules of the
+//! active revisions — each one's calendar, next and last firing, pending
+//! instant and pause — and an operator's pause of one.
+//!
+//! Listing shows the schedules of the workflows the caller reads or
+//! operates (`403` when it holds neither role anywhere). Pausing or resuming
+//! needs `operate` for the schedule's workflow; the body is
+//! `{"reason": "…"}`: 1 to 500 characters, journaled with the caller.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use coordinator_core::machine::time::Instant;
+use coordinator_core::model::runtime::Role;
+use coordinator_core::schedule::{DEFAULT_ANCHOR, DEFAULT_CATCH_UP_SECONDS, DEFAULT_TIME_ZONE};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ApiError;
+use super::auth::Caller;
+use crate::engine::Engine;
+use crate::engine::schedules::{ScheduleView, firing_key};
+
+/// The largest body a pause or resume accepts.
+const BODY_LIMIT: usize = 8 << 10;
+/// What the body must look like.
+const SHAPE: &str = "send a JSON object {\"reason\": \"why\"} with a reason of 1 to 500 characters";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReasonBody {
+    reason: String,
+}
+
+/// A schedule as JSON.
+pub(crate) fn view_json(view: &ScheduleView) -> Value {
+    let (row, s) = (&view.row, &view.schedule);
+    let overlap = serde_json::to_value(s.overlap.unwrap_or_default()).unwrap_or(Value::Null);
+    json!({
+        "workflow": row.workflow,
+        "id": row.id,
+        "revision": row.revision,
+        "cron": s.cron,
+        "timeZone": s.cron.as_ref().map(|_| s.time_zone.as_deref().unwrap_or(DEFAULT_TIME_ZONE)),
+        "intervalSeconds": s.interval_seconds,
+        "anchor": s.interval_seconds.map(|_| s.anchor.as_deref().unwrap_or(DEFAULT_ANCHOR)),
+        "overlap": overlap,
+        "catchUpSeconds": s.catch_up_seconds.unwrap_or(DEFAULT_CATCH_UP_SECONDS),
+        "nextAt": row.next_at,
+        "next": row.next_at.map(|at| Instant(at).to_rfc3339()),
+        "nextLocal": view.next_local,
+        "nextKey": row.next_at.map(|at| firing_key(&row.id, at)),
+        "pendingAt": row.pending_at,
+        "last": row.last.as_ref().map(|(at, run)| json!({"at": at, "instant": Instant(*at).to_rfc3339(), "runId": run})),
+        "paused": row.paused.as_ref().map(|p| json!({"at": p.at, "by": p.by, "reason": p.reason})),
+    })
+}
+
+/// `GET /v1/schedules`: `200 {schedules: […]}`, by workflow and id.
+pub(super) async fn list(caller: Caller, State(engine): State<Arc<Engine>>) -> Result<Json<Value>, ApiError> {
+    if !caller.holds_somewhere(Role::Read) && !caller.holds_somewhere(Role::Operate) {
+        return Err(ApiError::forbidden(Role::Read, None));
+    }
+    let views = engine.schedules_view().await?;
+    let shown: Vec<Value> = views
+        .iter()
+        .filter(|v| caller.holds(Role::Read, &v.row.workflow) || caller.holds(Role::Operate, &v.row.workflow))
+        .map(view_json)
+        .collect();
+    Ok(Json(json!({"schedules": shown})))
+}
+
+/// The reason of a pause or resume, once the caller operates `workflow`.
+async fn authorized(caller: &Caller, workflow: &str, headers: &HeaderMap, body: Body) -> Result<String, ApiError> {
+    if !caller.holds(Role::Operate, workflow) {
+        return Err(ApiError::forbidden(Role::Operate, Some(workflow)));
+    }
+    if !super::body::is_json(headers) {
+        return Err(ApiError::bad_request(SHAPE));
+    }
+    let bytes = super::body::within(body, BODY_LIMIT).await?;
+    let body: ReasonBody = super::decode::object(&bytes).ok_or_else(|| ApiError::bad_request(SHAPE))?;
+    if !crate::engine::connections::reason_ok(&body.reason) {
+        return Err(ApiError::bad_request(SHAPE));
+    }
+    Ok(crate::engine::connections::reason_kept(&body.reason).to_owned())
+}
+
+/// `200` with the schedule as it is now and `changed`.
+async fn answer(engine: &Engine, workflow: &str, id: &str, changed: bool) -> Result<Json<Value>, ApiError> {
+    let views = engine.schedules_view().await?;
+    let mut body = views
+        .iter()
+        .find(|v| v.row.workflow == workflow && v.row.id == id)
+        .map_or_else(|| json!({"workflow": workflow, "id": id}), view_json);
+    body["changed"] = json!(changed);
+    Ok(Json(body))
+}
+
+/// `POST /v1/schedules/{workflow}/{id}/pause`: `200` with the schedule and
+/// `changed` (false when it was paused already; the earlier pause stays).
+pub(super) async fn pause(
+    caller: Caller,
+    State(engine): State<Arc<Engine>>,
+    Path((workflow, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let reason = authorized(&caller, &workflow, &headers, body).await?;
+    let changed = engine.pause_schedule(&workflow, &id, caller.subject(), &reason).await?;
+    answer(&engine, &workflow, &id, changed).await
+}
+
+/// `POST /v1/schedules/{workflow}/{id}/resume`: `200` with the schedule and
+/// `changed` (false when it was not paused). It fires again from its first
+/// instant after now; the instants it missed while paused are not fired.
+pub(super) async fn resume(
+    caller: Caller,
+    State(engine): State<Arc<Engine>>,
+    Path((workflow, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let reason = authorized(&caller, &workflow, &headers, body).await?;
+    let changed = engine.resume_schedule(&workflow, &id, caller.subject(), &reason).await?;
+    answer(&engine, &workflow, &id, changed).await
+}
