@@ -255,6 +255,16 @@ async fn run_dev(options: DevOptions) -> anyhow::Result<ExitCode> {
         input.display()
     );
     println!("Then: curl -sS -H \"authorization: Bearer $TOKEN\" {url}/v1/runs/RUN_ID");
+    if !dev.schedules.is_empty() {
+        println!();
+        println!("Schedules (fired by the service; GET {url}/v1/schedules shows them as they stand):");
+        for (schedule, next) in &dev.schedules {
+            println!("  {schedule}");
+            for firing in next {
+                println!("    next: {firing}");
+            }
+        }
+    }
     if let Some(trigger) = dev.triggers.first() {
         println!();
         println!("Send a signed event (triggers: {}; docs/api.md has the scheme):", dev.triggers.join(", "));

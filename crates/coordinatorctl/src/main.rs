@@ -26,6 +26,7 @@ mod cmd_init;
 mod cmd_inspect;
 mod cmd_package;
 mod cmd_runs;
+mod cmd_schedules;
 mod cmd_test;
 mod environment;
 mod explain;
@@ -213,6 +214,13 @@ enum Command {
         #[command(flatten)]
         service: ServiceArgs,
     },
+    /// The schedules of the active revisions: list them, pause one (it fires nothing), resume it.
+    Schedules {
+        #[command(subcommand)]
+        action: Option<SchedulesCommand>,
+        #[command(flatten)]
+        service: ServiceArgs,
+    },
     /// Durable batches: one operator command over every run a filter matches, worked by the service.
     Batch {
         #[command(subcommand)]
@@ -253,6 +261,33 @@ enum ConnectionsCommand {
     Resume {
         /// The connection's name in runtime.yaml.
         name: String,
+        /// Why (1-500 characters; journaled).
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// `coordinatorctl schedules …`.
+#[derive(Subcommand)]
+enum SchedulesCommand {
+    /// Every schedule, its calendar, next and last firing, and whether it is paused (the default).
+    List,
+    /// Pause a schedule: no process fires it until it is resumed (journaled with the reason).
+    Pause {
+        /// The workflow.
+        workflow: String,
+        /// The schedule's id in workflow.yaml.
+        id: String,
+        /// Why (1-500 characters; journaled).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume a paused schedule from its next instant; the ones it missed are not fired (journaled).
+    Resume {
+        /// The workflow.
+        workflow: String,
+        /// The schedule's id in workflow.yaml.
+        id: String,
         /// Why (1-500 characters; journaled).
         #[arg(long)]
         reason: String,
@@ -412,6 +447,15 @@ fn main() -> ExitCode {
         Command::RetrySame { run, step, service } => cmd_runs::command(&service, &run, Operator::RetrySame(&step)),
         Command::Reconcile { run, step, service } => cmd_runs::command(&service, &run, Operator::Reconcile(&step)),
         Command::RestoreHold { action, reason, service } => cmd_hold::run(&service, action, reason.as_deref()),
+        Command::Schedules { action, service } => match action {
+            None | Some(SchedulesCommand::List) => cmd_schedules::list(&service),
+            Some(SchedulesCommand::Pause { workflow, id, reason }) => {
+                cmd_schedules::steer(&service, &workflow, &id, cmd_connections::Steer::Pause, &reason)
+            }
+            Some(SchedulesCommand::Resume { workflow, id, reason }) => {
+                cmd_schedules::steer(&service, &workflow, &id, cmd_connections::Steer::Resume, &reason)
+            }
+        },
         Command::Connections { action, service } => match action {
             None | Some(ConnectionsCommand::List) => cmd_connections::list(&service),
             Some(ConnectionsCommand::Pause { name, reason }) => {

@@ -30,6 +30,19 @@ pub fn calendar_text(schedule: &Schedule) -> String {
     .to_string()
 }
 
+/// When a schedule fires, in words: `cron "30 7 * * MON-FRI" in Europe/Berlin`,
+/// `every 3600 s from 2026-01-01T00:15:00Z`.
+#[must_use]
+pub fn describe(schedule: &Schedule) -> String {
+    match (&schedule.cron, schedule.interval_seconds) {
+        (Some(cron), _) => format!("cron \"{cron}\" in {}", schedule.time_zone.as_deref().unwrap_or(DEFAULT_TIME_ZONE)),
+        (None, Some(seconds)) => {
+            format!("every {seconds} s from {}", schedule.anchor.as_deref().unwrap_or(DEFAULT_ANCHOR))
+        }
+        (None, None) => "no calendar".to_owned(),
+    }
+}
+
 /// The catch-up window of a schedule, in ms.
 #[must_use]
 pub fn catch_up_ms(schedule: &Schedule) -> i64 {

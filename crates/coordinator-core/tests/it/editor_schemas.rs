@@ -49,7 +49,7 @@ fn schema(name: &str) -> jsonschema::Validator {
 #[test]
 fn shipped_files_validate_against_the_generated_schemas() {
     let workflow = schema("workflow.schema.json");
-    for example in ["reviewed-notice", "appointment-reminder", "permit-check"] {
+    for example in ["reviewed-notice", "appointment-reminder", "permit-check", "desk-digest"] {
         let doc = yaml_as_json(&repo().join("examples").join(example).join("workflow.yaml"));
         let errors = json_schema::violations(&workflow, &doc);
         assert!(errors.is_empty(), "{example}: {errors:?}");

@@ -25,8 +25,13 @@ fn permit_check_checks_clean() {
 }
 
 #[test]
+fn desk_digest_checks_clean() {
+    assert_clean("desk-digest");
+}
+
+#[test]
 fn examples_have_no_warnings() {
-    for name in ["reviewed-notice", "appointment-reminder", "permit-check"] {
+    for name in ["reviewed-notice", "appointment-reminder", "permit-check", "desk-digest"] {
         let report = check(&example(name));
         assert!(report.diagnostics.is_empty(), "{name}:\n{}", summary(&report));
     }

@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 use super::ApiError;
 use super::auth::Caller;
 use crate::engine::Engine;
-use crate::engine::schedules::{ScheduleView, firing_key};
+use crate::engine::error::EngineError;
+use crate::engine::schedules::{ScheduleRefusal, ScheduleView, firing_key};
 
 /// The largest body a pause or resume accepts.
 const BODY_LIMIT: usize = 8 << 10;
@@ -93,10 +94,11 @@ async fn authorized(caller: &Caller, workflow: &str, headers: &HeaderMap, body: 
 /// `200` with the schedule as it is now and `changed`.
 async fn answer(engine: &Engine, workflow: &str, id: &str, changed: bool) -> Result<Json<Value>, ApiError> {
     let views = engine.schedules_view().await?;
-    let mut body = views
-        .iter()
-        .find(|v| v.row.workflow == workflow && v.row.id == id)
-        .map_or_else(|| json!({"workflow": workflow, "id": id}), view_json);
+    let Some(view) = views.iter().find(|v| v.row.workflow == workflow && v.row.id == id) else {
+        let unknown = ScheduleRefusal::Unknown { workflow: workflow.to_owned(), id: id.to_owned() };
+        return Err(EngineError::from(unknown).into());
+    };
+    let mut body = view_json(view);
     body["changed"] = json!(changed);
     Ok(Json(body))
 }

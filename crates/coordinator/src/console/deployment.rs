@@ -1,7 +1,8 @@
 //! The deployment page (`/console/deployment`): the active revision of each
 //! workflow and its package digest, what each stored revision still holds
 //! (runs not ended by state, the oldest one's admission: drained or not), the connections and their pauses
-//! ([`super::connections`]), the restore hold (placed or not; place
+//! ([`super::connections`]), the schedules with their next and last firing
+//! ([`super::schedules`]), the restore hold (placed or not; place
 //! and release for those who operate every workflow, as `POST|DELETE
 //! /v1/restore-hold` requires), and the audit chain's head with a "verify
 //! now" that recomputes the whole chain from the sealed entries
@@ -86,8 +87,11 @@ struct DeploymentPage {
     connections: Vec<super::connections::ConnectionRow>,
     /// Whether the viewer may pause or resume any of them.
     may_steer_any: bool,
-    /// A pause or resume refused (a reason missing), shown above the connections.
+    /// A pause or resume refused (a reason missing), shown above the connections and schedules.
     refused: Option<String>,
+    schedules: Vec<super::schedules::ScheduleRow>,
+    /// Whether the viewer may pause or resume any of them.
+    may_steer_schedules: bool,
 }
 
 impl Page for DeploymentPage {}
@@ -141,9 +145,10 @@ async fn render_with(
         let hold = engine.restore_hold().await?;
         let head = engine.store().audit(None, 0, 1).await?.head;
         let connections = super::connections::rows(engine, viewer).await?;
-        Ok::<_, EngineError>((active, revisions, hold, head, connections))
+        let schedules = super::schedules::rows(engine, viewer).await?;
+        Ok::<_, EngineError>((active, revisions, hold, head, connections, schedules))
     };
-    let (active, revisions, hold, head, connections) = match built.await {
+    let (active, revisions, hold, head, connections, schedules) = match built.await {
         Ok(parts) => parts,
         Err(e) => return internal(e),
     };
@@ -163,6 +168,8 @@ async fn render_with(
         may_steer_any: connections.iter().any(|c| c.may_steer),
         connections,
         refused,
+        may_steer_schedules: schedules.iter().any(|s| s.may_steer),
+        schedules,
     };
     page(&view, StatusCode::OK)
 }

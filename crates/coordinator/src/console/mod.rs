@@ -10,7 +10,8 @@
 //! bulk actions), [`batch_start`] (a durable batch over every run a filter
 //! matches: its dry run, then its start), [`batches`] (a batch followed,
 //! run by run, and stopped), [`deployment`] (active revisions, the restore hold, the audit
-//! chain), [`connections`] (pausing and resuming a connection), [`assets`], [`live`]. Pages decide nothing: what an action would do
+//! chain), [`connections`] (pausing and resuming a connection), [`schedules`] (the
+//! schedules, paused and resumed), [`assets`], [`live`]. Pages decide nothing: what an action would do
 //! comes from [`preview::preview`], what it does from the engine, who may
 //! see and do what from [`access`](crate::auth::access) — exactly as in the API. **Invariant:** no
 //! page shows a run's input, a command, a product response or a completion
@@ -30,6 +31,7 @@ mod deployment;
 mod live;
 mod run;
 mod runs;
+mod schedules;
 mod session;
 
 use askama::Template;
@@ -63,6 +65,7 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/console/deployment", get(deployment::page_of))
         .route("/console/restore-hold", get(deployment::hold_confirm).post(deployment::hold))
         .route("/console/connections/{name}", post(connections::steer))
+        .route("/console/schedules/{workflow}/{id}", post(schedules::steer))
         .route("/console/audit/verify", post(deployment::verify))
         .route("/console/audit/verification", get(deployment::verification))
         .route("/console/live", get(live::events))

@@ -87,6 +87,9 @@ pub struct Dev {
     pub event_secret: String,
     /// The workflow's triggers (names), for which `POST /v1/events/{workflow}/{trigger}` admits runs.
     pub triggers: Vec<String>,
+    /// The workflow's schedules, each in words with its next firings
+    /// (`2026-03-30 07:30:00 CEST (+02:00) = 2026-03-30T05:30:00Z`).
+    pub schedules: Vec<(String, Vec<String>)>,
     /// The simulators (tests read their effect counts).
     pub sims: Simulators,
     /// The engine.
@@ -195,6 +198,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         .map(|t| (t.connection.clone(), Secret::new(event_secret.clone())))
         .collect();
     let triggers = checked.definition.triggers.keys().cloned().collect();
+    let schedules = upcoming(&checked.definition.schedules, crate::engine::now_ms());
     let engine = Engine::new(store, keyring, connections, Settings { observe_floor_seconds: 1 })
         .with_event_secrets(event_secrets);
     // A data directory restored from a copy (or another's) is fenced as serve's database would be.
@@ -209,6 +213,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, DevError> {
         token,
         event_secret,
         triggers,
+        schedules,
         workflow,
         revision: checked.revision,
         sims,
@@ -235,4 +240,26 @@ pub(crate) fn connection(base: &str, product: &str) -> Result<Connection, DevErr
 
 fn io(e: std::io::Error) -> DevError {
     DevError::Io(e.to_string())
+}
+
+/// How many next firings `dev` shows of each schedule.
+const SHOWN_FIRINGS: usize = 3;
+
+/// Each schedule in words with its next firings after `now`.
+fn upcoming(schedules: &[coordinator_core::model::workflow::Schedule], now: i64) -> Vec<(String, Vec<String>)> {
+    use coordinator_core::machine::time::Instant;
+    use coordinator_core::schedule::{calendar_of, describe};
+    schedules
+        .iter()
+        .map(|s| {
+            let next = calendar_of(s).map_or_else(
+                |_| Vec::new(),
+                |c| {
+                    let at = c.upcoming(now, SHOWN_FIRINGS);
+                    at.into_iter().map(|ms| format!("{} = {}", c.wall_clock(ms), Instant(ms).to_rfc3339())).collect()
+                },
+            );
+            (format!("{}: {}", s.id, describe(s)), next)
+        })
+        .collect()
 }

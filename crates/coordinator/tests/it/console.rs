@@ -18,7 +18,7 @@ use serde_json::Value;
 const READER_TOKEN: &str = "reader-token-for-the-console";
 
 /// A browser without a browser: keeps the session cookie, follows nothing by itself.
-struct Session {
+pub(crate) struct Session {
     http: reqwest::Client,
     base: String,
     cookie: Option<String>,
@@ -33,7 +33,7 @@ impl Session {
         Session { http, base: base.to_owned(), cookie: None }
     }
 
-    async fn sign_in(base: &str, token: &str) -> Session {
+    pub(crate) async fn sign_in(base: &str, token: &str) -> Session {
         let mut session = Session::new(base);
         let response = session.post_form("/console/sign-in", &[("token", token), ("next", "/console/runs")]).await;
         assert_eq!(response.status().as_u16(), 303, "signed in");
@@ -54,7 +54,7 @@ impl Session {
     }
 
     /// A page's status and HTML; every page is in words, without a Markdown backtick.
-    async fn page(&self, path: &str) -> (u16, String) {
+    pub(crate) async fn page(&self, path: &str) -> (u16, String) {
         let response = self.get(path).await;
         let status = response.status().as_u16();
         let html = response.text().await.unwrap_or_default();
@@ -62,7 +62,7 @@ impl Session {
         (status, html)
     }
 
-    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> reqwest::Response {
+    pub(crate) async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> reqwest::Response {
         let mut request = self.http.post(format!("{}{path}", self.base)).form(form);
         if let Some(cookie) = &self.cookie {
             request = request.header("cookie", cookie);
@@ -72,7 +72,7 @@ impl Session {
 }
 
 /// The CSRF token a page's forms carry.
-fn csrf(html: &str) -> String {
+pub(crate) fn csrf(html: &str) -> String {
     let marker = "name=\"csrf\" value=\"";
     let start = html.find(marker).map(|i| i + marker.len()).unwrap_or_else(|| panic!("no csrf in {html}"));
     html[start..].split('"').next().unwrap_or_default().to_owned()

@@ -54,6 +54,7 @@ mod remote_pace;
 mod remote_workers;
 mod restore_drill;
 mod schedules;
+mod schedules_two_processes;
 mod search_keys;
 mod serve;
 mod traces;

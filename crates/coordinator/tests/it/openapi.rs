@@ -41,7 +41,7 @@ fn refs(value: &Value, into: &mut Vec<String>) {
 
 /// A shallow check of `value` against a component schema: every required
 /// property is there and no property is undocumented.
-fn conforms(doc: &Value, schema: &str, value: &Value) {
+pub fn conforms(doc: &Value, schema: &str, value: &Value) {
     let schema_doc = &doc["components"]["schemas"][schema];
     let properties = schema_doc["properties"].as_object().unwrap_or_else(|| panic!("{schema} has no properties"));
     let object = value.as_object().unwrap_or_else(|| panic!("{schema}: not an object: {value}"));

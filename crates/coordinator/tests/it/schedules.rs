@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use coordinator::process::serve::{Mode, Service};
 use serde_json::{Value, json};
 
+use crate::console::{Session, csrf};
+use crate::openapi::conforms;
 use crate::support::deploy::{self, DeploymentSpec, sims, sqlite_url, variant};
 use crate::support::{get, get_as, on_runtime, pg, poll, post, post_as, tempdir};
 
@@ -196,11 +198,16 @@ async fn policies_pause_and_catch_up(database_url: &str) {
     assert_eq!((status, answer["code"].as_str()), (403, Some("auth.forbidden")), "{answer}");
     let (status, listed) = get_as(&format!("{url}/v1/schedules"), Some("reader-token")).await;
     assert_eq!((status, listed["schedules"].as_array().map(Vec::len)), (200, Some(3)), "{listed}");
+    let (_, doc) = get(&format!("{url}/v1/openapi.json")).await;
+    listed["schedules"].as_array().into_iter().flatten().for_each(|s| conforms(&doc, "Schedule", s));
 
     // A pause fires nothing, across a restart; the resume fires from the next instant on.
     let (status, paused) = post(&pause("allow-it"), &json!({"reason": "register maintenance"})).await;
     assert_eq!((status, paused["changed"].as_bool()), (200, Some(true)), "{paused}");
     assert_eq!(paused["paused"]["reason"], "register maintenance", "{paused}");
+    let mut shown = paused.clone();
+    assert_eq!(shown.as_object_mut().and_then(|o| o.remove("changed")), Some(json!(true)));
+    conforms(&doc, "Schedule", &shown);
     s.at(t0 + 4 * EVERY + 1000).await;
     s.restart_at(t0 + 5 * EVERY + 1000).await;
     let after = schedule(&url, "allow-it").await;
@@ -222,6 +229,33 @@ async fn policies_pause_and_catch_up(database_url: &str) {
     let lines = schedule_lines(&url).await;
     assert!(lines.iter().any(|l| l.ends_with("paused: register maintenance")), "{lines:?}");
     assert!(lines.iter().any(|l| l.ends_with("resumed: done")), "{lines:?}");
+
+    // The console's deployment page lists them; an operator pauses and resumes one with a reason.
+    let me = Session::sign_in(&url, crate::support::TOKEN).await;
+    let (status, page) = me.page("/console/deployment").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("id=\"schedules-table\"") && page.contains("id=\"schedule-reviewed-notice-skip-it\""),
+        "{page}"
+    );
+    assert!(page.contains("every 30 s from 1970-01-01T00:00:00Z") && page.contains("id=\"pause-schedule-skip-it\""));
+    assert!(!page.contains('`'), "no Markdown in page text");
+    let token = csrf(&page);
+    let form = [("csrf", token.as_str()), ("change", "pause"), ("reason", " ")];
+    let blank = me.post_form("/console/schedules/reviewed-notice/skip-it", &form).await;
+    assert_eq!(blank.status().as_u16(), 422, "a reason is required");
+    let form = [("csrf", token.as_str()), ("change", "pause"), ("reason", "desk closed")];
+    assert_eq!(me.post_form("/console/schedules/reviewed-notice/skip-it", &form).await.status().as_u16(), 303);
+    let (_, page) = me.page("/console/deployment").await;
+    assert!(page.contains("paused by operator at ") && page.contains("desk closed"), "{page}");
+    assert!(page.contains("id=\"resume-schedule-skip-it\""));
+    let form = [("csrf", token.as_str()), ("change", "resume"), ("reason", "open again")];
+    assert_eq!(me.post_form("/console/schedules/reviewed-notice/skip-it", &form).await.status().as_u16(), 303);
+    let reader = Session::sign_in(&url, "reader-token").await;
+    let (_, page) = reader.page("/console/deployment").await;
+    assert!(page.contains("id=\"schedules-table\"") && !page.contains("pause-schedule-"), "a reader sees, not steers");
+    let forged = reader.post_form("/console/schedules/reviewed-notice/skip-it", &form).await;
+    assert_eq!(forged.status().as_u16(), 403);
 
     // A stop of 300 s: allow-it (catch-up 100 s) fires the instants of the last 100 s, oldest
     // first, and skips the older ones in one journal line.

@@ -320,3 +320,54 @@ fn a_batch_is_dry_run_started_followed_and_listed_and_a_run_found_by_its_key() {
     let out = stack.ctl(&["batch", "status", "0199c8a0-0000-7000-8000-000000000000"]);
     assert_eq!(code(&out), 1, "an unknown batch is refused: {}", stderr(&out));
 }
+
+#[test]
+fn schedules_are_listed_paused_and_resumed() {
+    let stack = Stack::start_on("desk-digest");
+    // The service's options come before the subcommand (`schedules --url … pause …`), as the usage says.
+    let (url, token_file) = (stack.url(), stack.token_file.display().to_string());
+    let schedules = |rest: &[&str]| {
+        let all = [&["schedules", "--url", &url, "--token-file", &token_file][..], rest].concat();
+        ctl(&all)
+    };
+    // The service writes its schedules at its first round.
+    let listed = (0..600).find_map(|_| {
+        let out = schedules(&[]);
+        let text = stdout(&out);
+        if text.starts_with("desk-digest/weekday-morning") {
+            return Some(text);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        None
+    });
+    let listed = listed.unwrap_or_else(|| panic!("the schedule was never listed"));
+    assert!(
+        listed.starts_with(
+            "desk-digest/weekday-morning  cron \"30 7 * * MON-FRI\" in Europe/Berlin  overlap skip\n  next   "
+        ),
+        "{listed}"
+    );
+    assert!(listed.contains(" = ") && listed.contains("Z\n"), "next firing on the wall clock and in UTC: {listed}");
+
+    let pause = ["pause", "desk-digest", "weekday-morning", "--reason", "desk closed this week"];
+    let out = schedules(&pause);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("desk-digest/weekday-morning: paused\n"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("  paused by dev-operator at "), "{}", stdout(&out));
+    let out = schedules(&pause);
+    assert!(stdout(&out).starts_with("desk-digest/weekday-morning: was paused already"), "{}", stdout(&out));
+
+    let out = ctl(&["schedules", "--url", &url, "--token-file", &token_file, "--format", "json", "list"]);
+    let answer = json(&out);
+    assert_eq!((answer["ok"].clone(), answer["command"].clone()), (json!(true), json!("schedules")));
+    assert_eq!(answer["schedules"][0]["paused"]["reason"], "desk closed this week", "{answer}");
+
+    let out = schedules(&["resume", "desk-digest", "weekday-morning", "--reason", "open again"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("desk-digest/weekday-morning: resumed\n"), "{}", stdout(&out));
+    let out = schedules(&["pause", "desk-digest", "no-such", "--reason", "r"]);
+    assert_eq!(code(&out), 1, "an unknown schedule is refused");
+    assert!(stderr(&out).starts_with("error[schedule.unknown]: "), "{}", stderr(&out));
+    let out = schedules(&["pause", "desk-digest", "weekday-morning"]);
+    assert_eq!(code(&out), 2, "a reason is required");
+}

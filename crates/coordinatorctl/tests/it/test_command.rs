@@ -61,6 +61,20 @@ fn case_ids(root: &Node) -> Vec<String> {
         .collect()
 }
 
+/// The ids of the `firings` (schedule cases) of a parsed scenarios file, if it has any.
+fn firing_ids(root: &Node) -> Vec<String> {
+    match root.get("firings").map(|c| &c.value) {
+        Some(NodeValue::Seq(items)) => items
+            .iter()
+            .map(|case| match case.get("id").map(Node::to_json) {
+                Some(Value::String(id)) => id,
+                other => panic!("a firings case without a string id: {other:?}"),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// The workflow id and revision `check` reports for a project.
 fn checked(dir: &Path) -> (Value, Value) {
     let out = ctl(&["check", "--project", &dir.display().to_string(), "--format", "json"]);
@@ -86,7 +100,8 @@ fn every_example_passes_its_scenarios() {
             text.starts_with("# yaml-language-server: $schema=../../schemas/scenarios.schema.json\n"),
             "examples/{name}/scenarios.yaml starts with the schema modeline"
         );
-        let ids = case_ids(&parse(&text));
+        let root = parse(&text);
+        let ids: Vec<String> = case_ids(&root).into_iter().chain(firing_ids(&root)).collect();
         assert!(!ids.is_empty(), "examples/{name} scripts no case");
 
         let out = test_project(dir, false);
@@ -105,6 +120,7 @@ fn the_json_report_lists_every_case_with_what_the_run_did() {
         let text = read(&dir.join("scenarios.yaml"));
         let root = parse(&text);
         let ids = case_ids(&root);
+        let firings = firing_ids(&root);
         let (workflow, revision) = checked(&dir);
 
         let out = test_project(&dir, true);
@@ -119,11 +135,16 @@ fn the_json_report_lists_every_case_with_what_the_run_did() {
         assert_eq!(report["workflow"], json!(name), "the example's directory is named after its workflow");
         assert_eq!(report["revision"], revision);
         assert!(report["revision"].as_str().is_some_and(|r| r.starts_with("sha256:")));
-        assert_eq!(report["passed"], json!(ids.len()));
+        assert_eq!(report["passed"], json!(ids.len() + firings.len()));
         assert_eq!(report["failed"], 0);
 
         let Some(reported) = report["cases"].as_array() else { panic!("no cases array: {report}") };
-        assert_eq!(reported.len(), ids.len());
+        assert_eq!(reported.len(), ids.len() + firings.len());
+        // Schedule cases come after the run cases; they follow firings, not a run.
+        for (case, id) in reported[ids.len()..].iter().zip(&firings) {
+            assert_eq!((&case["id"], &case["passed"], &case["actual"]), (&json!(id), &json!(true), &Value::Null));
+            assert_eq!(case["problem"], Value::Null, "{name}/{id}");
+        }
         for ((case, id), node) in reported.iter().zip(&ids).zip(cases(&root)) {
             let keys: BTreeSet<&str> =
                 case.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();

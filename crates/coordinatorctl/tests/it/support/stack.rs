@@ -24,12 +24,17 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// Starts the stack.
+    /// Starts the stack on reviewed-notice.
     pub fn start() -> Stack {
+        Stack::start_on("reviewed-notice")
+    }
+
+    /// Starts the stack on `examples/EXAMPLE`.
+    pub fn start_on(example: &str) -> Stack {
         let runtime = coordinator::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
         let dir = tempdir();
         let options = DevOptions {
-            project: repo().join("examples/reviewed-notice"),
+            project: repo().join("examples").join(example),
             listen: "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")),
             data: Some(dir.path().join("data")),
             token: Some(TOKEN.into()),
