@@ -42,6 +42,7 @@
 //! - `remote`: remote workers' lanes, offers, leases and reports.
 //! - `retention`: day partitions and retention.
 //! - `runs`: activating a revision, admitting, applying a decision, reading one run.
+//! - `schedules`: one row per schedule of an active revision: its next instant, last firing, pause and lease.
 //! - `schema`: whether a database's schema is this version's.
 //! - `search_keys`: the runs' search keys: written at admission, read for a run's pages.
 //! - `snapshot_frame`: a run's snapshot in two columns, a base written rarely and a head each decision.

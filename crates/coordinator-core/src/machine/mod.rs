@@ -11,7 +11,8 @@
 //! uncertainty), [`wait`] (timers, observations, nudges, timeouts), [`operator`]
 //! (cancel, retry-same, reconcile, restore hold), [`mapping`] (sources and
 //! functions), [`trigger`] (what a product event admits: run input and key),
-//! [`search_keys`] (the named values a run is found by).
+//! [`search_keys`] (the named values a run is found by),
+//! [`schedule_input`] (a schedule's run input at an instant).
 
 pub mod action;
 mod call;

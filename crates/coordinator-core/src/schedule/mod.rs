@@ -1,5 +1,6 @@
 //! Schedules: runs admitted on the calendar. [`calendar`] says when a
-//! schedule fires; [`calendar_of`] builds it from a `workflow.yaml` schedule.
+//! schedule fires; [`calendar_of`] builds it from a `workflow.yaml` schedule;
+//! [`round`] says what a schedule does next (fire, hold, skip) at a time.
 
 pub mod calendar;
 pub mod round;

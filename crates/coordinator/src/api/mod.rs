@@ -14,7 +14,8 @@
 //! retry-same, reconcile), [`inspection`], [`hold`] (the restore hold),
 //! [`connections`] (listing, pausing and resuming connections), [`revisions`]
 //! (what each revision of a workflow still holds), [`batches`] (durable
-//! batches of operator commands),
+//! batches of operator commands), [`schedules`] (listing, pausing and
+//! resuming schedules),
 //! [`packages`] (activation), [`events`] (signed product events), [`audit`]
 //! (the hash-chained journal), [`openapi`], [`guard`] (a path or query with
 //! a control character is refused before any handler), [`auth`] (the

@@ -31,6 +31,7 @@
 //! - [`workflow_cache`], [`run_id`], [`wait_index`], [`error`].
 //! - [`recovery`]: inspection, preview, the restore hold and the fence.
 //! - [`batches`]: durable batches of operator commands, worked by any process.
+//! - [`schedules`]: runs admitted on the calendar, one per nominal instant; pause, resume.
 //! - [`package`]: activation and packages sealed at rest.
 
 use std::collections::HashMap;

@@ -4,7 +4,7 @@
 //! every [`EVERY`]. Tests of several processes travel in time together with
 //! it (a schedule's instants, a lease running out) instead of waiting for the
 //! wall clock. A deployment never sets it; a process that follows one says so
-//! at start (docs/internals/testing.md#the-test-clock).
+//! at start (docs/internals/testing.md, "The test clock").
 
 use std::path::PathBuf;
 use std::sync::Arc;

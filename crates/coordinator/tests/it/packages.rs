@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::deploy::{Package, package_of, variant};
 use crate::support::{
-    TOKEN, admission, console_cookie, console_page, get, lose_notices, on_runtime, post, settled, start, tempdir,
+    TOKEN, admission, console_cookie, console_page, get, lose_notices, on_runtime, poll, post, settled, start, tempdir,
     until_state,
 };
 
@@ -19,11 +19,20 @@ fn modified_package(dir: &std::path::Path, from: &str, to: &str) -> Package {
     package_of(&variant(dir, "project", &[(from, to)]))
 }
 
-/// `POST /v1/packages` with `query` and the bytes as `content_type`: (status, body).
-/// A schedule added to the flagship, with its input function.
-const SCHEDULED: &str = "\nschedules:\n  - {id: weekly, cron: \"0 8 * * MON\", timeZone: Europe/Berlin, input: {function: weekly_input}}\n\nstart: read-application";
-const SCHEDULE_INPUT: &str = "\nfn weekly_input(at, schedule) { #{ applicationId: \"0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10\", recipient: #{ kind: \"person\", id: \"person-4711\" } } }\n";
+/// A schedule added to the flagship (`CRON` in Berlin), with its input function; `extra` appended to the functions.
+fn scheduled(dir: &std::path::Path, cron: &str, extra: &str) -> Package {
+    let schedules = format!(
+        "\nschedules:\n  - {{id: weekly, cron: \"{cron}\", timeZone: Europe/Berlin, input: {{function: weekly_input}}}}\n\nstart: read-application"
+    );
+    let project = variant(dir, "project", &[("\nstart: read-application", &schedules)]);
+    let input = "\nfn weekly_input(at, schedule) { #{ applicationId: \"0199c8a0-5c2e-7d41-9b3a-6f1e2d4c8a10\", \
+                 recipient: #{ kind: \"person\", id: \"person-4711\" } } }\n";
+    let functions = std::fs::read_to_string(project.join("functions.rhai")).unwrap_or_default() + input + extra;
+    std::fs::write(project.join("functions.rhai"), functions).unwrap_or_else(|e| panic!("{e}"));
+    package_of(&project)
+}
 
+/// `POST /v1/packages` with `query` and the bytes as `content_type`: (status, body).
 async fn activate(dev: &Dev, query: &str, bytes: &[u8], content_type: &str) -> (u16, Value) {
     let url = format!("{}/v1/packages{query}", dev.url());
     let response = reqwest::Client::new()
@@ -123,19 +132,6 @@ fn packages_are_refused_without_their_digest_unreadable_or_with_unknown_connecti
         assert_eq!((status, error["code"].as_str()), (422, Some("package.unknown-connection")), "{error}");
         assert!(error["message"].as_str().is_some_and(|m| m.contains("post-office")), "{error}");
 
-        // Schedules are checked and explained offline, not fired by this release: refused, said so.
-        let scheduled = tempdir();
-        let project = variant(scheduled.path(), "project", &[("\nstart: read-application", SCHEDULED)]);
-        std::fs::write(
-            project.join("functions.rhai"),
-            std::fs::read_to_string(project.join("functions.rhai")).unwrap_or_default() + SCHEDULE_INPUT,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let Package { bytes, digest, .. } = package_of(&project);
-        let (status, error) = activate(&dev, &format!("?digest={digest}"), &bytes, octets).await;
-        assert_eq!((status, error["code"].as_str()), (422, Some("package.invalid")), "{error}");
-        assert!(error["message"].as_str().is_some_and(|m| m.contains("does not fire")), "{error}");
-
         // Nothing was activated by any of these.
         let (status, admitted) = admit(&dev, &dev.revision, "still-old").await;
         assert_eq!(status, 201, "{admitted}");
@@ -196,5 +192,66 @@ fn each_revision_says_what_it_holds_until_the_old_one_drains() {
 
         let (status, error) = get(&format!("{}/v1/workflows/no-such-workflow/revisions", dev.url())).await;
         assert_eq!((status, error["code"].as_str()), (404, Some("workflow.unknown")), "{error}");
+    });
+}
+
+/// Activation moves the schedules to the new revision at the next round: an
+/// unchanged calendar keeps its next instant, a changed one starts at its
+/// first instant from then, and a revision without the schedule removes it
+/// (journaled).
+#[test]
+fn activating_a_revision_moves_its_schedules() {
+    on_runtime(async {
+        let dev = start().await;
+        let octets = "application/octet-stream";
+        let schedule = |revision: String| {
+            let url = format!("{}/v1/schedules", dev.url());
+            async move {
+                poll(&url, "the schedule at the revision", |l| {
+                    l["schedules"].as_array().is_some_and(|a| a.len() == 1 && a[0]["revision"] == revision.as_str())
+                })
+                .await["schedules"][0]
+                    .clone()
+            }
+        };
+        let (first, second, third, fourth) = (tempdir(), tempdir(), tempdir(), tempdir());
+        let mondays = scheduled(first.path(), "0 8 * * MON", "");
+        let (status, body) = activate(&dev, &format!("?digest={}", mondays.digest), &mondays.bytes, octets).await;
+        assert_eq!(status, 200, "{body}");
+        let at_first = schedule(mondays.revision.clone()).await;
+        assert!(at_first["nextLocal"].as_str().is_some_and(|l| l.contains(" 08:00:00 ")), "{at_first}");
+
+        // Another revision, the same calendar: the next instant stays.
+        let revised = scheduled(second.path(), "0 8 * * MON", "\n// revised\n");
+        assert_ne!(revised.revision, mondays.revision);
+        let (status, body) = activate(&dev, &format!("?digest={}", revised.digest), &revised.bytes, octets).await;
+        assert_eq!(status, 200, "{body}");
+        let kept = schedule(revised.revision.clone()).await;
+        assert_eq!(kept["nextAt"], at_first["nextAt"], "{kept}");
+
+        // Another calendar: its own next instant.
+        let tuesdays = scheduled(third.path(), "0 9 * * TUE", "");
+        let (status, body) = activate(&dev, &format!("?digest={}", tuesdays.digest), &tuesdays.bytes, octets).await;
+        assert_eq!(status, 200, "{body}");
+        let moved = schedule(tuesdays.revision.clone()).await;
+        assert!(moved["nextLocal"].as_str().is_some_and(|l| l.contains(" 09:00:00 ")), "{moved}");
+        assert_ne!(moved["nextAt"], at_first["nextAt"]);
+
+        // The flagship again, without schedules: removed, and journaled.
+        let plain = modified_package(fourth.path(), "deadlineSeconds: 2592000", "deadlineSeconds: 2592002");
+        let (status, body) = activate(&dev, &format!("?digest={}", plain.digest), &plain.bytes, octets).await;
+        assert_eq!(status, 200, "{body}");
+        poll(&format!("{}/v1/schedules", dev.url()), "no schedule", |l| {
+            l["schedules"].as_array().is_some_and(Vec::is_empty)
+        })
+        .await;
+        let lines = crate::support::journal(&dev.url(), None).await;
+        assert!(
+            lines.iter().any(|e| e["kind"] == "schedule"
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("schedule weekly of workflow reviewed-notice removed"))),
+            "{lines:?}"
+        );
     });
 }
