@@ -5,7 +5,8 @@
 //! the product of the operations and events bound to it; a trigger's connection
 //! has an event-signing secret; every connection is used (a warning otherwise);
 //! every subject a remote connection lists in `workers` can authenticate
-//! holding the role `worker` (whatever the project: [`load`] checks it); and,
+//! holding the role `worker` (whatever the project: [`load`] checks it); no
+//! schedule fires more often than the file's `scheduleFloorSeconds`; and,
 //! when the caller can tell (`--environment`), every secret reference can be
 //! read and the pinned package file has the pinned digest (and holds the
 //! project's revision: a warning otherwise). Must not read anything itself:
@@ -215,6 +216,27 @@ pub fn check(cx: &mut Ctx<'_>, rt: &LoadedRuntime) {
             "remove it, or bind an operation alias or trigger to it (a deployment runs one package)".to_owned(),
         );
         cx.diagnostics.push(unused.warning());
+    }
+    schedule_floor(cx, rt);
+}
+
+/// No schedule fires closer together than the deployment's `scheduleFloorSeconds`.
+fn schedule_floor(cx: &mut Ctx<'_>, rt: &LoadedRuntime) {
+    let Some(floor) = rt.runtime.schedule_floor_seconds else { return };
+    let wf = cx.wf;
+    for (i, schedule) in wf.schedules.iter().enumerate() {
+        let Some((_, gap)) = crate::schedule::under_floor(std::slice::from_ref(schedule), floor) else { continue };
+        let field = if schedule.cron.is_some() { "cron" } else { "intervalSeconds" };
+        cx.error(
+            Code::ScheduleTooFrequent,
+            &Path::root().key("schedules").index(i).key(field),
+            Part::Value,
+            format!(
+                "schedule `{}` fires {gap} ms apart, more often than `scheduleFloorSeconds: {floor}` of {} allows",
+                schedule.id, rt.file
+            ),
+            format!("fire every {floor} seconds or less often, or lower `scheduleFloorSeconds` in {}", rt.file),
+        );
     }
 }
 

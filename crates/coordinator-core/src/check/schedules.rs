@@ -12,17 +12,11 @@ use serde_json::Value;
 use crate::diagnostic::Code;
 use crate::json_schema;
 use crate::model::workflow::Schedule;
-use crate::schedule::{Calendar, CalendarError, calendar_of};
+use crate::schedule::{Calendar, CalendarError, calendar_of, closest_spacing_ms};
+pub use crate::schedule::{MIN_SPACING_SECONDS, SAMPLE_AFTER};
 use crate::yaml::{Part, Path};
 
 use super::context::Ctx;
-
-/// The shortest time between two firings of a schedule, in seconds.
-pub const MIN_SPACING_SECONDS: i64 = 10;
-/// The instant sample firings are counted from: 2026-01-01T00:00:00Z.
-pub const SAMPLE_AFTER: i64 = 1_767_225_600_000;
-/// Firings looked at for the spacing proof.
-const SPACING_FIRINGS: usize = 20;
 
 /// Runs the schedule proofs with the compiled functions (none: the functions
 /// file did not compile, and its own diagnostic says why).
@@ -92,9 +86,8 @@ fn calendar(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule) -> Option<Calend
 
 /// No two of the sample firings closer than the floor.
 fn spacing(cx: &mut Ctx<'_>, path: &Path, schedule: &Schedule, calendar: &Calendar) {
-    let firings = calendar.upcoming(SAMPLE_AFTER, SPACING_FIRINGS);
-    let closest = firings.windows(2).map(|w| w[1] - w[0]).min();
-    if closest.is_some_and(|gap| gap < MIN_SPACING_SECONDS * 1000) {
+    let closest = closest_spacing_ms(calendar);
+    if closest.is_some_and(|gap| gap < i64::try_from(MIN_SPACING_SECONDS * 1000).unwrap_or(i64::MAX)) {
         let field = if schedule.cron.is_some() { "cron" } else { "intervalSeconds" };
         cx.error(
             Code::ScheduleTooFrequent,

@@ -41,6 +41,7 @@ const TOP: &[&str] = &[
     "package",
     "connections",
     "observeFloorSeconds",
+    "scheduleFloorSeconds",
     "shutdownGraceSeconds",
     "access",
     "logging",
@@ -82,6 +83,9 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
         _ => Some(()),
     };
     let observe_floor_seconds = optional(f.get("observeFloorSeconds"), |n| d.uint(n, "observeFloorSeconds", 1));
+    let schedule_floor_seconds = optional(f.get("scheduleFloorSeconds"), |n| {
+        d.uint(n, "scheduleFloorSeconds", crate::schedule::MIN_SPACING_SECONDS)
+    });
     let shutdown_grace_seconds = optional(f.get("shutdownGraceSeconds"), |n| d.uint(n, "shutdownGraceSeconds", 1));
     let access = f.get("access").and_then(|n| access(d, n, f.key_span("access")));
     let logging = optional(f.get("logging"), |n| observability::logging(d, n, f.key_span("logging")));
@@ -99,6 +103,7 @@ pub fn decode(d: &mut Decoder<'_>, root: &Node) -> Option<RuntimeFile> {
         package: package?,
         connections: connections?,
         observe_floor_seconds: observe_floor_seconds?,
+        schedule_floor_seconds: schedule_floor_seconds?,
         shutdown_grace_seconds: shutdown_grace_seconds?,
         access: access?,
         logging: logging?,

@@ -69,6 +69,12 @@ pub struct RuntimeFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub observe_floor_seconds: Option<u64>,
+    /// The shortest time between two firings of one schedule this deployment
+    /// fires, in seconds (default and least 10): a package with a schedule
+    /// firing more often is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10))]
+    pub schedule_floor_seconds: Option<u64>,
     /// How long a stopping service (SIGTERM or SIGINT) waits, in seconds, for
     /// the product requests it has already sent to be answered and their
     /// answers committed before it exits. Without it: long enough for the

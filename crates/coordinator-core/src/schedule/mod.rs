@@ -13,6 +13,14 @@ use crate::model::workflow::Schedule;
 pub const DEFAULT_TIME_ZONE: &str = "UTC";
 /// The instant an interval counts from when it names none (the epoch).
 pub const DEFAULT_ANCHOR: &str = "1970-01-01T00:00:00Z";
+/// The shortest time between two firings of a schedule, in seconds, unless a
+/// deployment raises it (runtime.yaml `scheduleFloorSeconds`).
+pub const MIN_SPACING_SECONDS: u64 = 10;
+/// The instant sample firings are counted from: 2026-01-01T00:00:00Z.
+pub const SAMPLE_AFTER: i64 = 1_767_225_600_000;
+/// Firings looked at for the spacing.
+const SPACING_FIRINGS: usize = 20;
+
 /// The catch-up window of a schedule that names none, in seconds.
 pub const DEFAULT_CATCH_UP_SECONDS: u64 = 3600;
 
@@ -42,6 +50,24 @@ pub fn describe(schedule: &Schedule) -> String {
         }
         (None, None) => "no calendar".to_owned(),
     }
+}
+
+/// The closest two of a calendar's first firings after [`SAMPLE_AFTER`] come
+/// together, in ms (`None` with fewer than two).
+#[must_use]
+pub fn closest_spacing_ms(calendar: &Calendar) -> Option<i64> {
+    calendar.upcoming(SAMPLE_AFTER, SPACING_FIRINGS).windows(2).map(|w| w[1] - w[0]).min()
+}
+
+/// The first schedule that fires closer than `floor_seconds` apart, with how
+/// close (ms); schedules whose calendar does not parse are the checker's concern.
+#[must_use]
+pub fn under_floor(schedules: &[Schedule], floor_seconds: u64) -> Option<(&Schedule, i64)> {
+    let floor_ms = i64::try_from(floor_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+    schedules.iter().find_map(|s| {
+        let gap = calendar_of(s).ok().as_ref().and_then(closest_spacing_ms)?;
+        (gap < floor_ms).then_some((s, gap))
+    })
 }
 
 /// The catch-up window of a schedule, in ms.

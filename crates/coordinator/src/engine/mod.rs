@@ -143,6 +143,8 @@ pub struct Engine {
     pub(crate) event_schemas: std::collections::BTreeMap<String, Value>,
     /// How far [`Engine::now`] is ahead of the system clock, ms (0 unless a test advanced it).
     clock_offset_ms: AtomicI64,
+    /// The shortest spacing of a schedule's firings a package may have (runtime.yaml `scheduleFloorSeconds`).
+    pub(crate) schedule_floor_seconds: u64,
     /// Whether the service is stopping (nothing admitted or claimed), and its requests in flight.
     pub(crate) drain: Drain,
     /// Where spans go (nowhere unless `telemetry` is configured).
@@ -196,6 +198,7 @@ impl Engine {
             event_secrets: HashMap::new(),
             event_schemas: coordinator_core::check::catalog::Catalog::builtin_event_schemas(),
             clock_offset_ms: AtomicI64::new(0),
+            schedule_floor_seconds: coordinator_core::schedule::MIN_SPACING_SECONDS,
             drain: Drain::new(),
             traces: Traces::off(),
             changes: tokio::sync::watch::Sender::new(0),
@@ -281,6 +284,14 @@ impl Engine {
     #[must_use]
     pub fn with_retention(mut self, days: Option<u32>) -> Self {
         self.retention_days = days;
+        self
+    }
+
+    /// The same engine refusing packages with a schedule that fires closer
+    /// together than `seconds` (runtime.yaml `scheduleFloorSeconds`).
+    #[must_use]
+    pub fn with_schedule_floor(mut self, seconds: u64) -> Self {
+        self.schedule_floor_seconds = seconds;
         self
     }
 

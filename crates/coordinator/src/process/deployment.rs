@@ -279,6 +279,11 @@ impl RuntimeConfig {
             .map_err(|e| DeploymentError::Invalid(e.to_string()))
     }
 
+    /// The shortest spacing of a schedule's firings this deployment allows, in seconds.
+    pub fn schedule_floor(&self) -> u64 {
+        self.runtime.schedule_floor_seconds.unwrap_or(coordinator_core::schedule::MIN_SPACING_SECONDS)
+    }
+
     /// The pinned package, checked against its digest.
     fn package(&self) -> Result<Package, DeploymentError> {
         let pinned = &self.runtime.package;
@@ -288,6 +293,9 @@ impl RuntimeConfig {
             .map_err(|e| DeploymentError::Package { path: shown.clone(), reason: format!("cannot read it: {e}") })?;
         let read = package::read(&bytes, Some(&pinned.digest))
             .map_err(|e| DeploymentError::Package { path: shown.clone(), reason: e.to_string() })?;
+        if let Some(reason) = crate::engine::package::too_frequent(&read.definition, self.schedule_floor()) {
+            return Err(DeploymentError::Package { path: shown, reason });
+        }
         Ok(Package {
             revision: read.manifest.revision.clone(),
             workflow: read.manifest.workflow.clone(),

@@ -233,7 +233,10 @@ pub async fn start_with(deployment: Deployment, mode: Mode) -> Result<Service, S
                 .collect(),
         )
         .with_event_secrets(deployment.event_secrets.clone())
-        .with_retention(deployment.config.runtime.retention.map(|r| r.ended_runs_days));
+        .with_retention(deployment.config.runtime.retention.map(|r| r.ended_runs_days))
+        .with_schedule_floor(
+            deployment.config.runtime.schedule_floor_seconds.unwrap_or(coordinator_core::schedule::MIN_SPACING_SECONDS),
+        );
     let engine = match &deployment.redis {
         // Connected in the background: Redis down at start delays nothing (crate::dispatch::hints).
         Some(url) => {

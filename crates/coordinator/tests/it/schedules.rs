@@ -301,3 +301,44 @@ fn schedules_fire_pause_and_catch_up_on_postgres() {
         policies_pause_and_catch_up(&db.url).await;
     });
 }
+
+/// A deployment's `scheduleFloorSeconds` refuses a package with a schedule
+/// that fires more often: `serve`'s pinned one at start, and one activated
+/// over the API (`422 package.invalid`, naming the schedule and the floor).
+#[test]
+fn a_deployment_refuses_schedules_under_its_floor() {
+    on_runtime(async {
+        let (dir, data) = (tempdir(), tempdir());
+        let sims = sims(None, None).await;
+        let mut spec = DeploymentSpec::new(&sqlite_url(data.path()), &sims.base);
+        spec.extra.push_str("scheduleFloorSeconds: 3600\n");
+        spec.project = scheduled_project(dir.path(), SCHEDULES);
+        let runtime = spec.write(dir.path());
+        let resolved = coordinator::process::deployment::RuntimeConfig::read(&runtime).and_then(|c| c.resolve());
+        let refused = resolved.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            refused.contains("fires 30000 ms apart") && refused.contains("scheduleFloorSeconds (3600)"),
+            "{refused}"
+        );
+
+        // The flagship without schedules starts; the scheduled package is refused over the API.
+        let scheduled = deploy::package_of(&spec.project);
+        spec.project = crate::support::flagship();
+        let runtime = spec.write(dir.path());
+        let _service = deploy::migrated(&runtime).await;
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/packages?digest={}", spec.url(), scheduled.digest))
+            .bearer_auth(crate::support::TOKEN)
+            .header("content-type", "application/octet-stream")
+            .body(scheduled.bytes)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(response.status().as_u16(), 422);
+        let error: Value = response.json().await.unwrap_or(Value::Null);
+        assert_eq!(error["code"], "package.invalid", "{error}");
+        assert!(error["message"].as_str().is_some_and(|m| m.contains("schedule `allow-it`")), "{error}");
+        let (_, listed) = get(&format!("{}/v1/schedules", spec.url())).await;
+        assert_eq!(listed["schedules"], json!([]), "nothing was activated");
+    });
+}

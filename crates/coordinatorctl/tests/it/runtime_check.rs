@@ -287,3 +287,36 @@ fn check_says_which_search_keys_are_stored_in_clear() {
     let out = ctl_with(dir.path(), &["check", "--project", "project", "--format", "json"], None);
     assert_eq!(json(&out)["searchKeysInClear"], serde_json::json!(["applicationId"]));
 }
+
+#[test]
+fn a_schedule_more_frequent_than_the_deployments_floor_is_refused_at_its_calendar() {
+    let dir = workspace("desk-digest");
+    let connections = connection("scheduling", "scheduling", "") + connection("messaging", "messaging", "").as_str();
+    // Weekdays at 07:30: one day apart at the closest.
+    for (floor, expected) in [(86_400, 0), (86_401, 1)] {
+        let yaml = runtime(&connections).replace("access:\n", &format!("scheduleFloorSeconds: {floor}\naccess:\n"));
+        write(&dir.path().join("runtime.yaml"), &yaml);
+        let args = ["check", "--project", "project", "--runtime", "runtime.yaml", "--format", "json"];
+        let out = ctl_with(dir.path(), &args, None);
+        assert_eq!(code(&out), expected, "{}", printed(&out));
+        let found = diagnostics(&json(&out));
+        if expected == 1 {
+            let line = std::fs::read_to_string(dir.path().join("project/workflow.yaml"))
+                .unwrap_or_default()
+                .lines()
+                .position(|l| l.contains("cron: \"30 7 * * MON-FRI\""))
+                .map_or(0, |i| i + 1);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(found[0].starts_with(&format!("schedule.too-frequent workflow.yaml:{line}:")), "{found:?}");
+            assert!(printed(&out).contains("scheduleFloorSeconds: 86401"), "{}", printed(&out));
+        } else {
+            assert!(found.is_empty(), "{found:?}");
+        }
+    }
+    // The floor is 10 s at least.
+    let yaml = runtime(&connections).replace("access:\n", "scheduleFloorSeconds: 5\naccess:\n");
+    write(&dir.path().join("runtime.yaml"), &yaml);
+    let out = ctl_with(dir.path(), &["check", "--project", "project", "--runtime", "runtime.yaml"], None);
+    assert_eq!(code(&out), 1, "{}", printed(&out));
+    assert!(printed(&out).contains("scheduleFloorSeconds must be a whole number of at least 10"), "{}", printed(&out));
+}

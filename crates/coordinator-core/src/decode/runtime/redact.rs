@@ -32,6 +32,7 @@ const SHOWN: &[&str] = &[
     "connectSeconds",
     "requestSeconds",
     "observeFloorSeconds",
+    "scheduleFloorSeconds",
     "shutdownGraceSeconds",
     "endedRunsDays",
     "filter",

@@ -85,6 +85,9 @@ impl Engine {
             other => ActivationError::Invalid(other.to_string()),
         })?;
         let definition = package.definition;
+        if let Some(why) = super::too_frequent(&definition, self.schedule_floor_seconds) {
+            return Err(ActivationError::Invalid(why));
+        }
         for (alias, op) in &definition.operations {
             if !self.connections.contains_key(&op.connection) && !self.remote.contains_key(&op.connection) {
                 return Err(ActivationError::UnknownConnection {

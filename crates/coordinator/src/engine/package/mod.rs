@@ -8,3 +8,16 @@
 
 pub(crate) mod activation;
 pub(crate) mod at_rest;
+
+/// Why a deployment whose schedules fire at most every `floor_seconds`
+/// (runtime.yaml `scheduleFloorSeconds`) cannot run `definition`: a
+/// schedule of it fires more often. Refused wherever the package would
+/// become active (`POST /v1/packages`, `serve`'s pinned package).
+pub fn too_frequent(definition: &coordinator_core::definition::Definition, floor_seconds: u64) -> Option<String> {
+    let (schedule, gap) = coordinator_core::schedule::under_floor(&definition.schedules, floor_seconds)?;
+    Some(format!(
+        "schedule `{}` of workflow `{}` fires {gap} ms apart, more often than this deployment's \
+         scheduleFloorSeconds ({floor_seconds}) allows",
+        schedule.id, definition.workflow
+    ))
+}
