@@ -20,6 +20,26 @@ pub enum Steer {
     Resume,
 }
 
+impl Steer {
+    /// The path segment and verb: `pause` or `resume`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Steer::Pause => "pause",
+            Steer::Resume => "resume",
+        }
+    }
+
+    /// What the answer's `changed` means, in words.
+    pub fn note(self, changed: bool) -> &'static str {
+        match (self, changed) {
+            (Steer::Pause, true) => "paused",
+            (Steer::Pause, false) => "was paused already (the earlier pause stays)",
+            (Steer::Resume, true) => "resumed",
+            (Steer::Resume, false) => "was not paused",
+        }
+    }
+}
+
 /// Runs `connections list`.
 pub fn list(args: &ServiceArgs) -> Exit {
     let result = Client::connect(args).and_then(|client| client.get(&["v1", "connections"], &[]));
@@ -28,13 +48,11 @@ pub fn list(args: &ServiceArgs) -> Exit {
 
 /// Runs `connections pause|resume NAME --reason R`.
 pub fn steer(args: &ServiceArgs, name: &str, steer: Steer, reason: &str) -> Exit {
-    let (verb, command) = match steer {
-        Steer::Pause => ("pause", "connections pause"),
-        Steer::Resume => ("resume", "connections resume"),
-    };
+    let command = format!("connections {}", steer.verb());
     let body = Body::Json(json!({"reason": reason}));
-    let result = Client::connect(args).and_then(|client| client.post(&["v1", "connections", name, verb], &[], body));
-    operate::report(args, command, result, |answer| human_steered(answer, steer))
+    let path = ["v1", "connections", name, steer.verb()];
+    let result = Client::connect(args).and_then(|client| client.post(&path, &[], body));
+    operate::report(args, &command, result, |answer| human_steered(answer, steer))
 }
 
 fn human_list(answer: &Value) -> String {
@@ -46,12 +64,7 @@ fn human_list(answer: &Value) -> String {
 }
 
 fn human_steered(answer: &Value, steer: Steer) -> String {
-    let note = match (steer, answer["changed"] == true) {
-        (Steer::Pause, true) => "paused",
-        (Steer::Pause, false) => "was paused already (the earlier pause stays)",
-        (Steer::Resume, true) => "resumed",
-        (Steer::Resume, false) => "was not paused",
-    };
+    let note = steer.note(answer["changed"] == true);
     format!("{}: {note}\n{}", operate::text(answer, "name"), line(answer))
 }
 

@@ -20,14 +20,11 @@ pub fn list(args: &ServiceArgs) -> Exit {
 
 /// Runs `schedules pause|resume WORKFLOW ID --reason R`.
 pub fn steer(args: &ServiceArgs, workflow: &str, id: &str, steer: Steer, reason: &str) -> Exit {
-    let (verb, command) = match steer {
-        Steer::Pause => ("pause", "schedules pause"),
-        Steer::Resume => ("resume", "schedules resume"),
-    };
+    let command = format!("schedules {}", steer.verb());
     let body = Body::Json(json!({"reason": reason}));
-    let path = ["v1", "schedules", workflow, id, verb];
+    let path = ["v1", "schedules", workflow, id, steer.verb()];
     let result = Client::connect(args).and_then(|client| client.post(&path, &[], body));
-    operate::report(args, command, result, |answer| human_steered(answer, steer))
+    operate::report(args, &command, result, |answer| human_steered(answer, steer))
 }
 
 fn human_list(answer: &Value) -> String {
@@ -39,12 +36,7 @@ fn human_list(answer: &Value) -> String {
 }
 
 fn human_steered(answer: &Value, steer: Steer) -> String {
-    let note = match (steer, answer["changed"] == true) {
-        (Steer::Pause, true) => "paused",
-        (Steer::Pause, false) => "was paused already (the earlier pause stays)",
-        (Steer::Resume, true) => "resumed",
-        (Steer::Resume, false) => "was not paused",
-    };
+    let note = steer.note(answer["changed"] == true);
     format!("{}/{}: {note}\n{}", operate::text(answer, "workflow"), operate::text(answer, "id"), block(answer))
 }
 

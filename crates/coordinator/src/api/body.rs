@@ -45,3 +45,29 @@ pub fn is_json(headers: &HeaderMap) -> bool {
     let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
+
+/// The largest body a reason (a pause or resume) may come in.
+const REASON_BODY_LIMIT: usize = 8 << 10;
+/// What a reason's body must look like.
+pub const REASON_SHAPE: &str = "send a JSON object {\"reason\": \"why\"} with a reason of 1 to 500 characters";
+
+/// The reason an operator's pause or resume gives: the body must be JSON
+/// `{"reason": "…"}` with 1 to 500 characters, not only blanks (`400
+/// request.invalid`; `413 request.too-large` over 8 KiB). Returned without
+/// blanks at either end.
+pub async fn required_reason(headers: &HeaderMap, body: Body) -> Result<String, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ReasonBody {
+        reason: String,
+    }
+    if !is_json(headers) {
+        return Err(ApiError::bad_request(REASON_SHAPE));
+    }
+    let bytes = within(body, REASON_BODY_LIMIT).await?;
+    let body: ReasonBody = super::decode::object(&bytes).ok_or_else(|| ApiError::bad_request(REASON_SHAPE))?;
+    if !crate::engine::connections::reason_ok(&body.reason) {
+        return Err(ApiError::bad_request(REASON_SHAPE));
+    }
+    Ok(crate::engine::connections::reason_kept(&body.reason).to_owned())
+}

@@ -15,25 +15,13 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use coordinator_core::model::runtime::Role;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ApiError;
 use super::auth::Caller;
 use crate::engine::Engine;
-use crate::engine::connections::{ConnectionView, MAX_REASON_CHARS};
+use crate::engine::connections::ConnectionView;
 use coordinator_store::Pause;
-
-/// The largest body a pause or resume accepts.
-const BODY_LIMIT: usize = 8 << 10;
-/// What the body must look like.
-const SHAPE: &str = "send a JSON object {\"reason\": \"why\"} with a reason of 1 to 500 characters";
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReasonBody {
-    reason: String,
-}
 
 /// A pause as JSON.
 fn pause_json(pause: &Pause) -> Value {
@@ -123,15 +111,7 @@ async fn authorized(
     if let Some(denied) = users.iter().find(|w| !caller.holds(Role::Operate, w)) {
         return Err(ApiError::forbidden(Role::Operate, Some(denied)));
     }
-    if !super::body::is_json(headers) {
-        return Err(ApiError::bad_request(SHAPE));
-    }
-    let bytes = super::body::within(body, BODY_LIMIT).await?;
-    let body: ReasonBody = super::decode::object(&bytes).ok_or_else(|| ApiError::bad_request(SHAPE))?;
-    if !crate::engine::connections::reason_ok(&body.reason) {
-        return Err(ApiError::bad_request(format!("a reason of 1 to {MAX_REASON_CHARS} characters is required")));
-    }
-    Ok(body.reason)
+    super::body::required_reason(headers, body).await
 }
 
 /// `200` with connection `name` as it is now, and whether the command changed it.

@@ -17,7 +17,6 @@ use axum::http::HeaderMap;
 use coordinator_core::machine::time::Instant;
 use coordinator_core::model::runtime::Role;
 use coordinator_core::schedule::{DEFAULT_ANCHOR, DEFAULT_CATCH_UP_SECONDS, DEFAULT_TIME_ZONE};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ApiError;
@@ -25,17 +24,6 @@ use super::auth::Caller;
 use crate::engine::Engine;
 use crate::engine::error::EngineError;
 use crate::engine::schedules::{ScheduleRefusal, ScheduleView, firing_key};
-
-/// The largest body a pause or resume accepts.
-const BODY_LIMIT: usize = 8 << 10;
-/// What the body must look like.
-const SHAPE: &str = "send a JSON object {\"reason\": \"why\"} with a reason of 1 to 500 characters";
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReasonBody {
-    reason: String,
-}
 
 /// A schedule as JSON.
 pub(crate) fn view_json(view: &ScheduleView) -> Value {
@@ -80,15 +68,7 @@ async fn authorized(caller: &Caller, workflow: &str, headers: &HeaderMap, body: 
     if !caller.holds(Role::Operate, workflow) {
         return Err(ApiError::forbidden(Role::Operate, Some(workflow)));
     }
-    if !super::body::is_json(headers) {
-        return Err(ApiError::bad_request(SHAPE));
-    }
-    let bytes = super::body::within(body, BODY_LIMIT).await?;
-    let body: ReasonBody = super::decode::object(&bytes).ok_or_else(|| ApiError::bad_request(SHAPE))?;
-    if !crate::engine::connections::reason_ok(&body.reason) {
-        return Err(ApiError::bad_request(SHAPE));
-    }
-    Ok(crate::engine::connections::reason_kept(&body.reason).to_owned())
+    super::body::required_reason(headers, body).await
 }
 
 /// `200` with the schedule as it is now and `changed`.
@@ -112,9 +92,7 @@ pub(super) async fn pause(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let reason = authorized(&caller, &workflow, &headers, body).await?;
-    let changed = engine.pause_schedule(&workflow, &id, caller.subject(), &reason).await?;
-    answer(&engine, &workflow, &id, changed).await
+    steer(&engine, &caller, &workflow, &id, (&headers, body), true).await
 }
 
 /// `POST /v1/schedules/{workflow}/{id}/resume`: `200` with the schedule and
@@ -127,7 +105,23 @@ pub(super) async fn resume(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let reason = authorized(&caller, &workflow, &headers, body).await?;
-    let changed = engine.resume_schedule(&workflow, &id, caller.subject(), &reason).await?;
-    answer(&engine, &workflow, &id, changed).await
+    steer(&engine, &caller, &workflow, &id, (&headers, body), false).await
+}
+
+/// Pauses (`pause`) or resumes schedule `id` of `workflow` for `caller` with the body's reason.
+async fn steer(
+    engine: &Engine,
+    caller: &Caller,
+    workflow: &str,
+    id: &str,
+    (headers, body): (&HeaderMap, Body),
+    pause: bool,
+) -> Result<Json<Value>, ApiError> {
+    let reason = authorized(caller, workflow, headers, body).await?;
+    let changed = if pause {
+        engine.pause_schedule(workflow, id, caller.subject(), &reason).await?
+    } else {
+        engine.resume_schedule(workflow, id, caller.subject(), &reason).await?
+    };
+    answer(engine, workflow, id, changed).await
 }
