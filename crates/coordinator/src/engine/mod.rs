@@ -28,7 +28,7 @@
 //!   the worker's wake-up, hints).
 //! - [`remote_report`]: a remote worker's report, applied as one fenced decision.
 //! - [`snapshot`]: the sealed form of a run and the cache of decoded runs.
-//! - [`workflow_cache`], [`run_id`], [`wait_index`], [`error`].
+//! - [`workflow_cache`], [`run_id`], [`wait_index`], [`error`], [`clock`] (`Engine::now`).
 //! - [`recovery`]: inspection, preview, the restore hold and the fence.
 //! - [`batches`]: durable batches of operator commands, worked by any process.
 //! - [`schedules`]: runs admitted on the calendar, one per nominal instant; pause, resume.
@@ -36,8 +36,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::AtomicI64;
 
 use coordinator_core::machine::action::{Action, AuditKind};
 use coordinator_core::machine::compiled::Workflow;
@@ -65,6 +64,7 @@ use crate::telemetry::traces::Traces;
 mod admission_queue;
 mod admit;
 pub mod batches;
+mod clock;
 pub(crate) mod commit_hooks;
 pub mod connections;
 pub mod error;
@@ -79,6 +79,7 @@ pub mod trigger;
 pub(crate) mod wait_index;
 pub(crate) mod workflow_cache;
 pub use admit::{AdmitRequest, AdmitResult};
+pub use clock::now_ms;
 
 /// A run as the API may show it: no input, commands or product responses.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,13 +168,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// Milliseconds since the Unix epoch, from the system clock (where no engine
-/// exists yet, and for checks against another party's clock); an engine's
-/// decisions read [`Engine::now`].
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl Engine {
     /// An engine over a migrated store.
     pub fn new(store: Store, keyring: Keyring, connections: HashMap<String, Connection>, settings: Settings) -> Self {
@@ -211,31 +205,6 @@ impl Engine {
     /// Registers (or, with `None`, withdraws) the worker's hand-over for admissions.
     pub(crate) fn set_handoff(&self, handoff: Option<crate::dispatch::handoff::Handoff>) {
         *self.handoff.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = handoff;
-    }
-
-    /// The clock every decision and claim of this engine reads
-    /// (docs/internals/engine.md#one-event-one-transaction: the clock is
-    /// injected), in ms since the Unix epoch: the system clock plus whatever
-    /// [`Engine::advance_clock`] added (nothing in a deployment).
-    pub fn now(&self) -> i64 {
-        now_ms().saturating_add(self.clock_offset_ms.load(Ordering::SeqCst))
-    }
-
-    /// Moves this engine's clock ([`Engine::now`]) forward by `by`, for tests
-    /// that travel in time, and wakes the worker so what became due is claimed.
-    pub fn advance_clock(&self, by: Duration) {
-        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-        self.clock_offset_ms.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(o.saturating_add(by))).ok();
-        self.wake.notify_one();
-    }
-
-    /// Sets how far this engine's clock is ahead of the system's (ms), for
-    /// tests whose processes travel in time together
-    /// ([`crate::process::test_clock`]); wakes the worker when it moved.
-    pub fn set_clock_offset(&self, offset_ms: i64) {
-        if self.clock_offset_ms.swap(offset_ms, Ordering::SeqCst) != offset_ms {
-            self.wake.notify_one();
-        }
     }
 
     /// The same engine in recovery-only mode (`coordinator serve
