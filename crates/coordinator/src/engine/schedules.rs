@@ -99,8 +99,13 @@ impl Engine {
             if self.is_draining() {
                 break;
             }
-            if let Err(e) = self.work_schedule(row).await {
-                tracing::warn!(error = %e, "firing a schedule failed; it stays due");
+            match self.work_schedule(row).await {
+                Ok(()) => {}
+                // Admissions are closed for now (a restore hold, a stop): said once by what closed them.
+                Err(e @ (EngineError::RestoreHoldPlaced | EngineError::Draining | EngineError::RecoveryOnly)) => {
+                    tracing::debug!(error = %e, "a schedule waits: admissions are closed for now");
+                }
+                Err(e) => tracing::warn!(error = %e, "firing a schedule failed; it stays due"),
             }
         }
         Ok(())

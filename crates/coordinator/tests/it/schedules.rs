@@ -232,6 +232,11 @@ async fn policies_pause_and_catch_up(database_url: &str) {
     assert_eq!(runs_at(&url, "allow-it", t0 + 6 * EVERY).await.len(), 1, "resumed");
     let lines = schedule_lines(&url).await;
     assert!(lines.iter().any(|l| l.ends_with("paused: register maintenance")), "{lines:?}");
+    // Every kind the journal holds now is one the document names.
+    let kinds = doc["components"]["schemas"]["AuditEntry"]["properties"]["kind"]["enum"].clone();
+    for entry in crate::support::journal(&url, None).await {
+        assert!(kinds.as_array().is_some_and(|k| k.contains(&entry["kind"])), "{} is not in {kinds}", entry["kind"]);
+    }
     assert!(lines.iter().any(|l| l.ends_with("resumed: done")), "{lines:?}");
 
     // The console's deployment page lists them; an operator pauses and resumes one with a reason.
