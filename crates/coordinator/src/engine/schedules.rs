@@ -172,6 +172,13 @@ impl Engine {
             if !self.store.advance_schedule(&row, &self.owner, &moved, now).await? {
                 return Ok(());
             }
+            let (result, count) = match step {
+                Move::Fire { .. } if fired.is_some() => ("fired", 1),
+                Move::Fire { .. } => ("skipped", 1),
+                Move::Hold { .. } => ("held", 1),
+                Move::Skip { count, .. } => ("skipped", count),
+            };
+            self.metrics().schedule_instants(&row.workflow, &row.id, result, count);
             // A firing whose input was refused started no run: the previous one still decides overlap.
             standing = match (step, fired_run) {
                 (Move::Fire { .. }, None) => Standing { previous_running: standing.previous_running, ..after },

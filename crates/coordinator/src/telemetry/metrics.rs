@@ -66,6 +66,11 @@ pub const CONNECTION_PAUSED: &str = "coordinator_connection_paused";
 /// Gauge: the connection's breaker (`connection`): 0 closed, 1 open, 2 half-open, read at scrape time.
 pub const CONNECTION_STATE: &str = "coordinator_connection_state";
 
+/// A schedule's nominal instants, by `workflow`, `schedule` and `result`
+/// (`fired`: a run admitted; `skipped`: overlap, catch-up or a refused input;
+/// `held`: kept pending by `one-pending`).
+pub const SCHEDULE_INSTANTS: &str = "coordinator_schedule_instants_total";
+
 /// Histogram buckets of [`DECISION_SECONDS`] and [`CLAIM_ROUND_SECONDS`].
 const DECISION_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 /// Histogram buckets of [`PRODUCT_REQUEST_SECONDS`] (up to a long request timeout).
@@ -171,6 +176,10 @@ impl Metrics {
             );
             describe_counter!(RUNS_ENDED, "Runs that ended, by state.");
             describe_counter!(
+                SCHEDULE_INSTANTS,
+                "A schedule's nominal instants, by workflow, schedule and result (fired, skipped, held)."
+            );
+            describe_counter!(
                 DEFINITION_CACHE,
                 "Lookups of a compiled workflow by revision, by result (hit; load: read, opened and compiled)."
             );
@@ -206,6 +215,14 @@ impl Metrics {
     /// Records into this engine's recorder.
     pub(crate) fn with(&self, record: impl FnOnce()) {
         metrics::with_local_recorder(&self.recorder, record);
+    }
+
+    /// Records `count` instants of `schedule` of `workflow` with `result` (`fired`, `skipped`, `held`).
+    pub fn schedule_instants(&self, workflow: &str, schedule: &str, result: &'static str, count: u64) {
+        self.with(|| {
+            counter!(SCHEDULE_INSTANTS, "workflow" => workflow.to_owned(), "schedule" => schedule.to_owned(), "result" => result)
+                .increment(count);
+        });
     }
 
     /// Records an admission that committed (`created`) or found its run (`existing`).

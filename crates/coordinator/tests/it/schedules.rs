@@ -167,6 +167,19 @@ async fn policies_pause_and_catch_up(database_url: &str) {
         assert!(runs_at(&url, "skip-it", t0 + k * EVERY).await.is_empty(), "skip-it skips");
         assert!(runs_at(&url, "pend-it", t0 + k * EVERY).await.is_empty(), "pend-it holds");
     }
+    let text = crate::support::metrics(&url).await;
+    let instants = |id: &str, result: &str| {
+        let series = format!(
+            "coordinator_schedule_instants_total{{workflow=\"reviewed-notice\",schedule=\"{id}\",result=\"{result}\"}}"
+        );
+        crate::support::metric(&text, &series)
+    };
+    assert_eq!(
+        [instants("allow-it", "fired"), instants("skip-it", "skipped"), instants("pend-it", "held")],
+        [Some(3.0), Some(2.0), Some(1.0)],
+        "{}",
+        text.lines().filter(|l| l.contains("schedule_instants")).collect::<Vec<_>>().join("\n")
+    );
     let lines = schedule_lines(&url).await;
     let skipped = |id: &str, at: i64, why: &str| {
         let (id, at) = (format!("schedule {id} "), rfc(at));
