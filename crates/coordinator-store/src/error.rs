@@ -40,6 +40,9 @@ pub enum StoreError {
     /// The caller's decide closure failed: nothing was written.
     #[error("decision rejected: {0}")]
     Rejected(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A database URL that cannot be used, and why (never the URL: it may carry a password).
+    #[error("the database URL cannot be used: {0}")]
+    BadUrl(String),
     /// The URL names no supported backend.
     #[error("unsupported database URL scheme `{0}` (use sqlite: or postgres:)")]
     UnsupportedUrl(String),

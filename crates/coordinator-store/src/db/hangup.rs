@@ -42,6 +42,11 @@ impl Hangups {
         self.last.fetch_max(self.micros_now().saturating_add(1), Ordering::Relaxed);
     }
 
+    /// A number that changes each time a hang-up is seen (0: none yet).
+    pub(crate) fn last_seen(&self) -> u64 {
+        self.last.load(Ordering::Relaxed)
+    }
+
     /// Records `error` when it shows the connection lost; passes it on.
     pub(crate) fn note(&self, error: sqlx::Error) -> sqlx::Error {
         if is_lost(&error) {

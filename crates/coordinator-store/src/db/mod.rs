@@ -33,6 +33,7 @@
 mod args;
 mod gates;
 mod hangup;
+mod hosts;
 pub(crate) mod notify;
 mod pool;
 mod rows;

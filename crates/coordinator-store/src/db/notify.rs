@@ -137,6 +137,9 @@ impl Pool {
         let options = (*pool.connect_options()).clone();
         let own =
             PgPoolOptions::new().max_connections(1).max_lifetime(None).idle_timeout(None).connect_lazy_with(options);
+        if let Some(hosts) = &shared.hosts {
+            hosts.point(&own);
+        }
         // Any of the store's connections says its instance name.
         let instance: String = match self.begin_read().await?.fetch_optional(OWN, Vec::new()).await? {
             Some(row) => row.get(0)?,

@@ -24,6 +24,7 @@ use crate::StoreError;
 use crate::db::db;
 use crate::db::gates::{self, Gates};
 use crate::db::hangup::{self, Hangups};
+use crate::db::hosts::{self, Hosts};
 use crate::db::notify::{self, Announcer};
 use crate::db::tx::{Announce, Tx};
 
@@ -51,6 +52,8 @@ pub(crate) enum Pool {
 pub(crate) struct PgShared {
     pub(super) announcer: Announcer,
     pub(crate) hangups: Arc<Hangups>,
+    /// The hosts of a URL naming several, which pools are kept pointed at (`hosts`).
+    pub(super) hosts: Option<Arc<Hosts>>,
 }
 
 impl PgShared {
@@ -146,10 +149,15 @@ impl Pool {
                 .map_err(db)?;
             Ok(Pool::Sqlite(pool, Arc::new(Gates::default())))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            let hosts = Hosts::parse(url)?.map(Arc::new);
+            let picked = match &hosts {
+                Some(hosts) => Some(hosts.pick().await?),
+                None => None,
+            };
             let instance: Arc<str> = notify::new_instance().into();
             let hangups = Arc::new(Hangups::default());
             let seen = Arc::clone(&hangups);
-            let pool = PgPoolOptions::new()
+            let options = PgPoolOptions::new()
                 .max_connections(PG_MAX_CONNECTIONS)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .test_before_acquire(false)
@@ -167,12 +175,18 @@ impl Pool {
                         // Checked before anything uses the connection (the store's fence reading).
                         on_connect.check(conn).await
                     })
-                })
-                .connect(url)
-                .await
-                .map_err(db)?;
+                });
+            let pool = match &picked {
+                Some((_, target)) => options.connect_with(target.clone()).await,
+                None => options.connect(url).await,
+            }
+            .map_err(db)?;
+            if let (Some(hosts), Some((host, _))) = (&hosts, picked) {
+                hosts.point(&pool);
+                hosts::follow(Arc::clone(hosts), Arc::clone(&hangups), host);
+            }
             let announcer = Announcer::start(pool.clone(), Arc::clone(&hangups));
-            Ok(Pool::Pg(pool, PgShared { announcer, hangups }))
+            Ok(Pool::Pg(pool, PgShared { announcer, hangups, hosts }))
         } else {
             Err(StoreError::UnsupportedUrl(url.split(':').next().unwrap_or_default().to_owned()))
         }

@@ -12,6 +12,8 @@
 //!   primary sends a notice and crashes, the standby is promoted and takes the
 //!   primary's port. The running `serve` and a fresh start on it both find
 //!   the timeline changed.
+//! - **A URL naming both servers** (`target_session_attrs=read-write`): the
+//!   standby promoted where it is, `serve` follows it by itself, fenced.
 //! - **Routine restarts** — of PostgreSQL (fast and immediate) and of `serve` —
 //!   never place the fence.
 //!
@@ -223,6 +225,41 @@ fn a_promoted_standby_that_lagged_is_fenced_and_so_is_a_fresh_start_on_it() {
         release(&service.url()).await;
         wait_readiness(&fresh.url(), "ready").await;
         finish_all(&service, &sims, &runs, &["review-2"]).await;
+    });
+}
+
+/// A URL naming both servers (`target_session_attrs=read-write`): when the
+/// primary crashes and its standby is promoted where it is, the running
+/// `serve` finds the new primary by itself — no address moved, no process
+/// restarted — and the fence judges the promotion (its timeline changed:
+/// fenced until an operator releases the hold), after which every run ends.
+#[test]
+fn a_url_naming_both_servers_follows_the_promoted_standby() {
+    on_runtime(async {
+        let clusters = Clusters::new();
+        let primary = clusters.primary("primary");
+        let mut standby = clusters.base_backup(&primary, "standby", true);
+        standby.port = free_port();
+        clusters.start(&standby);
+        let dir = tempdir();
+        let sims = sims(None, None).await;
+        let url = format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/coordinator?target_session_attrs=read-write",
+            primary.port, standby.port
+        );
+        let runtime = deployment(dir.path(), "deploy", &url, &sims);
+        let service = migrated(&runtime).await;
+        let runs = admit_to_review(&service, &["a", "b"]).await;
+        read_now(&service).await;
+        primary.wait_replayed(&standby).await;
+
+        let before = counts(&sims.sims);
+        clusters.stop(&primary, "immediate");
+        standby.promote();
+        let reason = assert_fenced(&service, &sims, &runs, &before).await;
+        assert!(reason.contains("timeline changed from 1 to 2"), "{reason}");
+        release(&service.url()).await;
+        finish_all(&service, &sims, &runs, &["review-1", "review-2"]).await;
     });
 }
 
