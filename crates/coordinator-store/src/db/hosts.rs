@@ -130,12 +130,23 @@ impl Hosts {
     }
 }
 
+/// Keeps [`follow`]'s task going: it ends once the last clone is dropped
+/// (the store with it).
+#[derive(Debug, Clone)]
+pub(crate) struct Following {
+    _alive: tokio::sync::mpsc::Sender<()>,
+}
+
 /// Keeps the pools pointed at a host that will do, starting from `current`,
-/// until the process ends.
-pub(crate) fn follow(hosts: Arc<Hosts>, hangups: Arc<Hangups>, mut current: String) {
+/// while the returned [`Following`] lives.
+pub(crate) fn follow(hosts: Arc<Hosts>, hangups: Arc<Hangups>, mut current: String) -> Following {
+    let (alive, mut watched) = tokio::sync::mpsc::channel::<()>(1);
     tokio::spawn(async move {
         let mut seen = hangups.last_seen();
         loop {
+            if matches!(watched.try_recv(), Err(tokio::sync::mpsc::error::TryRecvError::Disconnected)) {
+                return;
+            }
             let mut waited = Duration::ZERO;
             while waited < CHECK_EVERY && hangups.last_seen() == seen {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -159,6 +170,7 @@ pub(crate) fn follow(hosts: Arc<Hosts>, hangups: Arc<Hangups>, mut current: Stri
             }
         }
     });
+    Following { _alive: alive }
 }
 
 #[cfg(test)]

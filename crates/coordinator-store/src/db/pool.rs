@@ -54,6 +54,8 @@ pub(crate) struct PgShared {
     pub(crate) hangups: Arc<Hangups>,
     /// The hosts of a URL naming several, which pools are kept pointed at (`hosts`).
     pub(super) hosts: Option<Arc<Hosts>>,
+    /// Keeps the pointing going while the pool lives.
+    _following: Option<hosts::Following>,
 }
 
 impl PgShared {
@@ -181,12 +183,15 @@ impl Pool {
                 None => options.connect(url).await,
             }
             .map_err(db)?;
-            if let (Some(hosts), Some((host, _))) = (&hosts, picked) {
-                hosts.point(&pool);
-                hosts::follow(Arc::clone(hosts), Arc::clone(&hangups), host);
-            }
+            let following = match (&hosts, picked) {
+                (Some(hosts), Some((host, _))) => {
+                    hosts.point(&pool);
+                    Some(hosts::follow(Arc::clone(hosts), Arc::clone(&hangups), host))
+                }
+                _ => None,
+            };
             let announcer = Announcer::start(pool.clone(), Arc::clone(&hangups));
-            Ok(Pool::Pg(pool, PgShared { announcer, hangups, hosts }))
+            Ok(Pool::Pg(pool, PgShared { announcer, hangups, hosts, _following: following }))
         } else {
             Err(StoreError::UnsupportedUrl(url.split(':').next().unwrap_or_default().to_owned()))
         }

@@ -88,3 +88,31 @@ async fn a_request_writer_waits_for_at_most_one_background_writer() {
     let order = order.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     assert_eq!(order, vec!["request", "background"]);
 }
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    listener.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_naming_several_hosts_connects_to_the_first_that_accepts_writes() {
+    let scratch = coordinator_testdb::ScratchDb::create("coordinator_db").await.unwrap_or_else(|e| panic!("{e}"));
+    let server = "127.0.0.1:5432";
+    assert!(scratch.url.contains(server), "the scratch database is on {server}: {}", scratch.url);
+    let join = if scratch.url.contains('?') { '&' } else { '?' };
+    let with = |hosts: &str| format!("{}{join}target_session_attrs=read-write", scratch.url.replacen(server, hosts, 1));
+    let url = with(&format!("127.0.0.1:{},{server}", closed_port()));
+    let pool = Pool::connect(&url, Arc::new(NoCheck)).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    let mut read = pool.begin_read().await.unwrap_or_else(|e| panic!("read: {e}"));
+    assert_eq!(read.execute("SELECT 1", Vec::new()).await.ok(), Some(1));
+    drop(read);
+    pool.close().await;
+
+    let nowhere = with(&format!("127.0.0.1:{},127.0.0.1:{}", closed_port(), closed_port()));
+    let refused = Pool::connect(&nowhere, Arc::new(NoCheck)).await.err();
+    assert!(
+        matches!(&refused, Some(StoreError::Unavailable(m)) if m.contains("no host of the database URL accepts writes")),
+        "{refused:?}"
+    );
+}
