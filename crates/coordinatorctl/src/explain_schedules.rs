@@ -2,9 +2,8 @@
 //! function, overlap policy and catch-up window, and its next firings after
 //! a given instant, on its own wall clock and in UTC.
 
-use coordinator_core::machine::time::Instant;
 use coordinator_core::model::workflow::{Overlap, Schedule};
-use coordinator_core::schedule::{DEFAULT_ANCHOR, DEFAULT_CATCH_UP_SECONDS, DEFAULT_TIME_ZONE, calendar_of};
+use coordinator_core::schedule::{DEFAULT_ANCHOR, DEFAULT_CATCH_UP_SECONDS, DEFAULT_TIME_ZONE, upcoming_in_words};
 use serde_json::{Value, json};
 
 /// Firings shown for each schedule.
@@ -20,8 +19,7 @@ fn overlap(schedule: &Schedule) -> &'static str {
 
 /// The next firings after `now_ms`: (wall clock, UTC).
 fn next(schedule: &Schedule, now_ms: i64) -> Vec<(String, String)> {
-    let Ok(calendar) = calendar_of(schedule) else { return Vec::new() };
-    calendar.upcoming(now_ms, NEXT).into_iter().map(|at| (calendar.wall_clock(at), Instant(at).to_rfc3339())).collect()
+    upcoming_in_words(schedule, now_ms, NEXT)
 }
 
 fn when(schedule: &Schedule) -> String {

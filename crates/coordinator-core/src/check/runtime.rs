@@ -225,7 +225,7 @@ fn schedule_floor(cx: &mut Ctx<'_>, rt: &LoadedRuntime) {
     let Some(floor) = rt.runtime.schedule_floor_seconds else { return };
     let wf = cx.wf;
     for (i, schedule) in wf.schedules.iter().enumerate() {
-        let Some((_, gap)) = crate::schedule::under_floor(std::slice::from_ref(schedule), floor) else { continue };
+        let Some(gap) = crate::schedule::under_floor(schedule, floor) else { continue };
         let field = if schedule.cron.is_some() { "cron" } else { "intervalSeconds" };
         cx.error(
             Code::ScheduleTooFrequent,

@@ -59,15 +59,24 @@ pub fn closest_spacing_ms(calendar: &Calendar) -> Option<i64> {
     calendar.upcoming(SAMPLE_AFTER, SPACING_FIRINGS).windows(2).map(|w| w[1] - w[0]).min()
 }
 
-/// The first schedule that fires closer than `floor_seconds` apart, with how
-/// close (ms); schedules whose calendar does not parse are the checker's concern.
+/// How close (ms) `schedule` fires when closer than `floor_seconds`; `None`
+/// when it keeps the floor (or its calendar does not parse: the checker's concern).
 #[must_use]
-pub fn under_floor(schedules: &[Schedule], floor_seconds: u64) -> Option<(&Schedule, i64)> {
+pub fn under_floor(schedule: &Schedule, floor_seconds: u64) -> Option<i64> {
     let floor_ms = i64::try_from(floor_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
-    schedules.iter().find_map(|s| {
-        let gap = calendar_of(s).ok().as_ref().and_then(closest_spacing_ms)?;
-        (gap < floor_ms).then_some((s, gap))
-    })
+    calendar_of(schedule).ok().as_ref().and_then(closest_spacing_ms).filter(|gap| *gap < floor_ms)
+}
+
+/// The next `count` firings of `schedule` after `after_ms`, each on its wall
+/// clock and in RFC 3339 UTC (none when its calendar does not parse).
+#[must_use]
+pub fn upcoming_in_words(schedule: &Schedule, after_ms: i64, count: usize) -> Vec<(String, String)> {
+    let Ok(calendar) = calendar_of(schedule) else { return Vec::new() };
+    calendar
+        .upcoming(after_ms, count)
+        .into_iter()
+        .map(|at| (calendar.wall_clock(at), crate::machine::time::Instant(at).to_rfc3339()))
+        .collect()
 }
 
 /// The catch-up window of a schedule, in ms.

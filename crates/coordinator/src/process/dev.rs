@@ -247,19 +247,13 @@ const SHOWN_FIRINGS: usize = 3;
 
 /// Each schedule in words with its next firings after `now`.
 fn upcoming(schedules: &[coordinator_core::model::workflow::Schedule], now: i64) -> Vec<(String, Vec<String>)> {
-    use coordinator_core::machine::time::Instant;
-    use coordinator_core::schedule::{calendar_of, describe};
+    use coordinator_core::schedule::{describe, upcoming_in_words};
     schedules
         .iter()
         .map(|s| {
-            let next = calendar_of(s).map_or_else(
-                |_| Vec::new(),
-                |c| {
-                    let at = c.upcoming(now, SHOWN_FIRINGS);
-                    at.into_iter().map(|ms| format!("{} = {}", c.wall_clock(ms), Instant(ms).to_rfc3339())).collect()
-                },
-            );
-            (format!("{}: {}", s.id, describe(s)), next)
+            let next =
+                upcoming_in_words(s, now, SHOWN_FIRINGS).into_iter().map(|(local, utc)| format!("{local} = {utc}"));
+            (format!("{}: {}", s.id, describe(s)), next.collect())
         })
         .collect()
 }

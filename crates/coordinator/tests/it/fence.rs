@@ -89,6 +89,15 @@ async fn fenced_gauge(url: &str) -> Option<f64> {
     metric(&metrics(url).await, "coordinator_fenced")
 }
 
+/// A primary and its streaming standby (on a port of its own), both started.
+fn primary_and_standby(clusters: &Clusters) -> (Cluster, Cluster) {
+    let primary = clusters.primary("primary");
+    let mut standby = clusters.base_backup(&primary, "standby", true);
+    standby.port = free_port();
+    clusters.start(&standby);
+    (primary, standby)
+}
+
 /// The journal's entries of `kind`.
 async fn journal_of(url: &str, kind: &str) -> Vec<Value> {
     journal(url, None).await.into_iter().filter(|e| e["kind"] == kind).collect()
@@ -185,10 +194,7 @@ fn a_restore_from_a_base_backup_taken_mid_run_is_fenced_until_released() {
 fn a_promoted_standby_that_lagged_is_fenced_and_so_is_a_fresh_start_on_it() {
     on_runtime(async {
         let clusters = Clusters::new();
-        let primary = clusters.primary("primary");
-        let mut standby = clusters.base_backup(&primary, "standby", true);
-        standby.port = free_port();
-        clusters.start(&standby);
+        let (primary, standby) = primary_and_standby(&clusters);
         let dir = tempdir();
         let sims = sims(None, None).await;
         let runtime = deployment(dir.path(), "deploy", &primary.url(), &sims);
@@ -237,10 +243,7 @@ fn a_promoted_standby_that_lagged_is_fenced_and_so_is_a_fresh_start_on_it() {
 fn a_url_naming_both_servers_follows_the_promoted_standby() {
     on_runtime(async {
         let clusters = Clusters::new();
-        let primary = clusters.primary("primary");
-        let mut standby = clusters.base_backup(&primary, "standby", true);
-        standby.port = free_port();
-        clusters.start(&standby);
+        let (primary, standby) = primary_and_standby(&clusters);
         let dir = tempdir();
         let sims = sims(None, None).await;
         let url = format!(

@@ -14,7 +14,10 @@ pub(crate) mod at_rest;
 /// schedule of it fires more often. Refused wherever the package would
 /// become active (`POST /v1/packages`, `serve`'s pinned package).
 pub fn too_frequent(definition: &coordinator_core::definition::Definition, floor_seconds: u64) -> Option<String> {
-    let (schedule, gap) = coordinator_core::schedule::under_floor(&definition.schedules, floor_seconds)?;
+    let (schedule, gap) = definition
+        .schedules
+        .iter()
+        .find_map(|s| coordinator_core::schedule::under_floor(s, floor_seconds).map(|gap| (s, gap)))?;
     Some(format!(
         "schedule `{}` of workflow `{}` fires {gap} ms apart, more often than this deployment's \
          scheduleFloorSeconds ({floor_seconds}) allows",
